@@ -1,0 +1,430 @@
+"""Parse one case file (Markdown with YAML front matter) into a `Case`.
+
+Parsing never raises on bad content: it returns the case (or None) and a list
+of `Problem`s, each naming the file and line, so that one broken file is
+reported and skipped while the others load. The format is documented in
+docs/case-format.md.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REQUIRED_KEYS = ("id", "title", "category", "signatures", "symptoms", "sources")
+OPTIONAL_KEYS = ("tags", "params", "status", "reviewed", "overrides", "versions")
+KNOWN_KEYS = REQUIRED_KEYS + OPTIONAL_KEYS
+STATUSES = ("draft", "reviewed")
+REQUIRED_SECTIONS = ("Symptoms", "Causes", "Fix", "Verify")
+OPTIONAL_SECTIONS = ("Advice that does not work",)
+SECTION_ORDER = REQUIRED_SECTIONS + OPTIONAL_SECTIONS
+CHECK_LANGS = {"bash": "bash", "sh": "bash", "python": "python", "python3": "python"}
+CHECK_ATTRS = ("name", "timeout", "needs", "doctor", "description")
+DEFAULT_TIMEOUT = 30.0
+MAX_TIMEOUT = 600.0
+REGEX_PREFIX = "regex:"
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
+PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
+FENCE_RE = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?P<lang>[A-Za-z0-9_+-]*)\s*(?P<attrs>\{.*\})?\s*$")
+ATTR_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[^\s}]+)\s*')
+NEED_RE = re.compile(r"^(gpu|multi-gpu|cmd:[A-Za-z0-9_.+-]+|py:[A-Za-z0-9_.]+)$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: Path
+    line: int
+    message: str
+    severity: str = "error"  # "error" keeps the case out; "warning" only reports
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.severity}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    description: str
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    lang: str  # "bash" or "python"
+    code: str
+    timeout: float
+    needs: tuple[str, ...]
+    doctor: bool
+    description: str
+    line: int  # line of the opening fence in the case file
+
+    def placeholders(self) -> list[str]:
+        return sorted(set(PLACEHOLDER_RE.findall(self.code)))
+
+
+@dataclass
+class Case:
+    id: str
+    title: str
+    category: str
+    signatures: list[str]
+    symptoms: list[str]
+    sources: list[str]
+    path: Path
+    tags: list[str] = field(default_factory=list)
+    params: dict[str, Param] = field(default_factory=dict)
+    status: str = "draft"
+    reviewed: str | None = None
+    overrides: bool = False
+    versions: str | None = None
+    body: str = ""
+    sections: dict[str, str] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+    content_hash: str = ""
+
+    def section(self, name: str) -> str:
+        return self.sections.get(name, "")
+
+    def check(self, name: str) -> Check | None:
+        return next((c for c in self.checks if c.name == name), None)
+
+
+def split_front_matter(text: str) -> tuple[str, str, int] | None:
+    """Return (yaml text, body, line number where the body starts) or None."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return None
+    for i in range(1, len(lines)):
+        if lines[i].strip() in ("---", "..."):
+            return "".join(lines[1:i]), "".join(lines[i + 1 :]), i + 2
+    return None
+
+
+def _key_line(yaml_text: str, key: str) -> int:
+    """1-based line of a top-level key in the file (front matter starts at line 2)."""
+    m = re.search(rf"^{re.escape(key)}\s*:", yaml_text, re.M)
+    return yaml_text.count("\n", 0, m.start()) + 2 if m else 1
+
+
+def _item_line(yaml_text: str, key: str, value: str) -> int:
+    """Best-effort line of a list item's text under `key` (for signature errors)."""
+    start = _key_line(yaml_text, key)
+    snippet = value[:40]
+    for offset, line in enumerate(yaml_text.splitlines()[start - 2 :]):
+        if snippet and snippet in line.replace("\\\\", "\\"):
+            return start + offset
+    return start
+
+
+def parse_attrs(text: str) -> tuple[dict[str, str], str | None]:
+    """Parse `{name=x timeout=30 needs=gpu}` into a dict; second value is an error."""
+    inner = text.strip()[1:-1]
+    attrs: dict[str, str] = {}
+    pos = 0
+    while pos < len(inner):
+        if inner[pos].isspace() or inner[pos] == ",":
+            pos += 1
+            continue
+        m = ATTR_RE.match(inner, pos)
+        if not m:
+            return attrs, f"cannot parse check attributes near {inner[pos:pos + 20]!r}"
+        value = m.group(2)
+        if value[:1] in "\"'" and value[-1:] == value[:1]:
+            value = value[1:-1]
+        attrs[m.group(1)] = value
+        pos = m.end()
+    return attrs, None
+
+
+def _as_str_list(value: Any) -> list[str] | None:
+    if value is None:
+        return []
+    if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
+        return [str(v) for v in value]
+    return None
+
+
+def parse_sections(body: str, body_line: int) -> tuple[dict[str, str], list[tuple[str, int]]]:
+    """Split the body on `## ` headings (outside code fences)."""
+    sections: dict[str, str] = {}
+    order: list[tuple[str, int]] = []
+    current: str | None = None
+    buf: list[str] = []
+    fence: str | None = None
+    for i, line in enumerate(body.splitlines()):
+        m = FENCE_RE.match(line.strip()) if fence is None else None
+        if fence is None and m:
+            fence = m.group("fence")[0] * 3
+        elif fence is not None and line.strip().startswith(fence) and line.strip().strip(fence[0]) == "":
+            fence = None
+        elif fence is None and line.startswith("## "):
+            if current is not None:
+                sections[current] = "\n".join(buf).strip()
+            current = line[3:].strip()
+            order.append((current, body_line + i))
+            buf = []
+            continue
+        if current is not None:
+            buf.append(line)
+    if current is not None:
+        sections[current] = "\n".join(buf).strip()
+    return sections, order
+
+
+def parse_checks(path: Path, body: str, body_line: int, verify_line: int | None) -> tuple[list[Check], list[Problem]]:
+    """Fenced blocks with `{...}` attributes inside the Verify section are checks."""
+    checks: list[Check] = []
+    problems: list[Problem] = []
+    lines = body.splitlines()
+    in_verify = False
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        lineno = body_line + i
+        if line.startswith("## "):
+            in_verify = line[3:].strip() == "Verify"
+            i += 1
+            continue
+        m = FENCE_RE.match(line.strip())
+        if not m:
+            i += 1
+            continue
+        fence = m.group("fence")
+        j = i + 1
+        while j < len(lines) and not (lines[j].strip().startswith(fence) and lines[j].strip().strip(fence[0]) == ""):
+            j += 1
+        if j >= len(lines):
+            problems.append(Problem(path, lineno, "code fence is never closed"))
+            break
+        code = "\n".join(lines[i + 1 : j]) + "\n"
+        attrs_text = m.group("attrs")
+        i = j + 1
+        if not attrs_text:
+            continue
+        if not in_verify:
+            problems.append(Problem(path, lineno, "a check (fence with {attributes}) must be in the Verify section", "warning"))
+            continue
+        check, errs = _build_check(path, lineno, m.group("lang"), attrs_text, code)
+        problems.extend(errs)
+        if check:
+            checks.append(check)
+    names = [c.name for c in checks]
+    for c in checks:
+        if names.count(c.name) > 1:
+            problems.append(Problem(path, c.line, f"duplicate check name {c.name!r}"))
+            break
+    return checks, problems
+
+
+def _build_check(path: Path, lineno: int, lang: str, attrs_text: str, code: str) -> tuple[Check | None, list[Problem]]:
+    problems: list[Problem] = []
+    attrs, err = parse_attrs(attrs_text)
+    if err:
+        return None, [Problem(path, lineno, err)]
+    if lang not in CHECK_LANGS:
+        return None, [Problem(path, lineno, f"check language {lang!r} is not one of bash, python")]
+    for key in attrs:
+        if key not in CHECK_ATTRS:
+            hint = difflib.get_close_matches(key, CHECK_ATTRS, n=1)
+            msg = f"unknown check attribute {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            problems.append(Problem(path, lineno, msg))
+    name = attrs.get("name", "")
+    if not name or not ID_RE.match(name) and not re.match(r"^[a-z0-9]$", name):
+        problems.append(Problem(path, lineno, f"check needs name=<slug> (got {name!r})"))
+    timeout = DEFAULT_TIMEOUT
+    if "timeout" in attrs:
+        try:
+            timeout = float(attrs["timeout"])
+            if not 0 < timeout <= MAX_TIMEOUT:
+                raise ValueError
+        except ValueError:
+            problems.append(Problem(path, lineno, f"timeout must be a number of seconds in (0, {MAX_TIMEOUT:g}], got {attrs['timeout']!r}"))
+    needs = tuple(n for n in attrs.get("needs", "").split(",") if n)
+    for need in needs:
+        if not NEED_RE.match(need):
+            problems.append(Problem(path, lineno, f"unknown need {need!r} (use gpu, multi-gpu, cmd:NAME or py:MODULE)"))
+    doctor = attrs.get("doctor", "no").lower()
+    if doctor not in ("yes", "no", "true", "false"):
+        problems.append(Problem(path, lineno, f"doctor must be yes or no, got {attrs['doctor']!r}"))
+    if any(p.severity == "error" for p in problems):
+        return None, problems
+    check = Check(
+        name=name,
+        lang=CHECK_LANGS[lang],
+        code=code,
+        timeout=timeout,
+        needs=needs,
+        doctor=doctor in ("yes", "true"),
+        description=attrs.get("description", ""),
+        line=lineno,
+    )
+    return check, problems
+
+
+def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
+    problems: list[Problem] = []
+    split = split_front_matter(text)
+    if split is None:
+        return None, [Problem(path, 1, "no YAML front matter: the file must start with '---' and close it with '---'")]
+    fm_text, body, body_line = split
+    try:
+        meta = yaml.safe_load(fm_text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 1
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return None, [Problem(path, line, f"bad YAML in front matter: {problem}")]
+    except RecursionError:
+        return None, [Problem(path, 1, "bad YAML in front matter: nested too deeply")]
+    if not isinstance(meta, dict):
+        return None, [Problem(path, 2, "front matter must be a mapping of keys to values")]
+
+    for key in meta:
+        if key not in KNOWN_KEYS:
+            hint = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
+            msg = f"unknown front-matter key {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            problems.append(Problem(path, _key_line(fm_text, str(key)), msg))
+    for key in REQUIRED_KEYS:
+        if key not in meta:
+            problems.append(Problem(path, 2, f"missing required field {key!r}"))
+
+    def text_field(key: str) -> str:
+        v = meta.get(key)
+        if v is None:
+            return ""
+        if not isinstance(v, (str, int, float)):
+            problems.append(Problem(path, _key_line(fm_text, key), f"{key!r} must be a string"))
+            return ""
+        return str(v).strip()
+
+    def list_field(key: str, non_empty: bool) -> list[str]:
+        if key not in meta:
+            return []
+        v = _as_str_list(meta.get(key))
+        if v is None:
+            problems.append(Problem(path, _key_line(fm_text, key), f"{key!r} must be a list of strings"))
+            return []
+        if non_empty and not v:
+            problems.append(Problem(path, _key_line(fm_text, key), f"{key!r} must not be empty"))
+        return v
+
+    case_id = text_field("id")
+    if "id" in meta:
+        if not ID_RE.match(case_id):
+            problems.append(Problem(path, _key_line(fm_text, "id"), f"id {case_id!r} must be a lowercase slug (a-z, 0-9, -)"))
+        elif case_id != path.stem:
+            problems.append(Problem(path, _key_line(fm_text, "id"), f"id {case_id!r} does not equal the file name {path.stem!r}"))
+    title = text_field("title")
+    category = text_field("category")
+    if "category" in meta and not ID_RE.match(category):
+        problems.append(Problem(path, _key_line(fm_text, "category"), f"category {category!r} must be a lowercase slug"))
+    signatures = list_field("signatures", non_empty=False)
+    symptoms = list_field("symptoms", non_empty=True)
+    sources = list_field("sources", non_empty=True)
+    tags = list_field("tags", non_empty=False)
+    for sig in signatures:
+        if sig.startswith(REGEX_PREFIX):
+            pattern = sig[len(REGEX_PREFIX) :].strip()
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                problems.append(Problem(path, _item_line(fm_text, "signatures", sig), f"signature regex does not compile: {exc} in {pattern!r}"))
+            if not pattern:
+                problems.append(Problem(path, _item_line(fm_text, "signatures", sig), "empty regex signature"))
+        elif len(sig.strip()) < 6:
+            problems.append(Problem(path, _item_line(fm_text, "signatures", sig), f"signature {sig!r} is too short to identify an error"))
+
+    status = text_field("status") or "draft"
+    if status not in STATUSES:
+        problems.append(Problem(path, _key_line(fm_text, "status"), f"status must be one of {', '.join(STATUSES)}, got {status!r}"))
+    reviewed = meta.get("reviewed")
+    reviewed_s = str(reviewed) if reviewed is not None else None
+    overrides = meta.get("overrides", False)
+    if not isinstance(overrides, bool):
+        problems.append(Problem(path, _key_line(fm_text, "overrides"), "overrides must be true or false"))
+        overrides = False
+    versions = meta.get("versions")
+
+    params: dict[str, Param] = {}
+    raw_params = meta.get("params") or {}
+    if not isinstance(raw_params, dict):
+        problems.append(Problem(path, _key_line(fm_text, "params"), "params must be a mapping of name to {description, default}"))
+        raw_params = {}
+    for name, spec in raw_params.items():
+        if not isinstance(spec, dict) or not isinstance(spec.get("description"), str):
+            problems.append(Problem(path, _key_line(fm_text, "params"), f"param {name!r} needs a description (and optionally a default)"))
+            continue
+        default = spec.get("default")
+        params[str(name)] = Param(str(name), spec["description"].strip(), None if default is None else str(default))
+
+    sections, order = parse_sections(body, body_line)
+    names = [n for n, _ in order]
+    for required in REQUIRED_SECTIONS:
+        if required not in sections:
+            problems.append(Problem(path, body_line, f"missing section '## {required}'"))
+    known_in_order = [n for n in names if n in SECTION_ORDER]
+    if known_in_order != sorted(known_in_order, key=SECTION_ORDER.index):
+        line = next(ln for n, ln in order if n in SECTION_ORDER)
+        problems.append(Problem(path, line, f"sections must come in the order {', '.join(SECTION_ORDER)}"))
+    verify_line = next((ln for n, ln in order if n == "Verify"), None)
+    checks, check_problems = parse_checks(path, body, body_line, verify_line)
+    problems.extend(check_problems)
+    used: set[str] = set()
+    for check in checks:
+        for ph in check.placeholders():
+            used.add(ph)
+            if ph not in params:
+                problems.append(Problem(path, check.line, f"check {check.name!r} uses placeholder {{{{{ph}}}}} that is not declared under params"))
+    for name in params:
+        if name not in used:
+            problems.append(Problem(path, _key_line(fm_text, "params"), f"param {name!r} is declared but no check uses it", "warning"))
+
+    if any(p.severity == "error" for p in problems):
+        return None, problems
+    case = Case(
+        id=case_id,
+        title=title,
+        category=category,
+        signatures=signatures,
+        symptoms=symptoms,
+        sources=sources,
+        path=path,
+        tags=tags,
+        params=params,
+        status=status,
+        reviewed=reviewed_s,
+        overrides=bool(overrides),
+        versions=None if versions is None else str(versions),
+        body=body,
+        sections=sections,
+        checks=checks,
+        content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
+    )
+    return case, problems
+
+
+MAX_CASE_BYTES = 2_000_000
+
+
+def parse_case_file(path: Path) -> tuple[Case | None, list[Problem]]:
+    """Read and parse a case file; unreadable or oversized files are problems, not crashes."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_CASE_BYTES:
+            return None, [Problem(path, 1, f"case file is {size} bytes; the limit is {MAX_CASE_BYTES} (a case is a page, not a log)")]
+        raw = path.read_bytes()
+    except OSError as exc:
+        return None, [Problem(path, 1, f"cannot read: {exc.strerror or exc}")]
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        return None, [Problem(path, line, f"not valid UTF-8 (byte {exc.start})")]
+    return parse_case_text(path, text)

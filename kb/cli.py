@@ -1,0 +1,72 @@
+"""The `kb` command: parse arguments and dispatch; each command lives in kb/commands/.
+
+Every command module exposes `add_parser(subparsers)` and `run(args) -> int`.
+Exit codes: 0 success, 1 a negative answer (search abstained, check found
+problems), 2 bad usage, 3 an unexpected crash (details in a log file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# Order is the order of `kb --help`. A module that does not exist yet is skipped.
+COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "env", "history", "new", "overview", "paths"]
+
+EXIT_OK = 0
+EXIT_NEGATIVE = 1
+EXIT_USAGE = 2
+EXIT_CRASH = 3
+
+
+class UsageError(Exception):
+    """A mistake of the user's (bad file, unknown id): one line, exit 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kb",
+        description="Offline knowledge base of error cases for verl / LLM post-training. Run without arguments to open the app.",
+    )
+    parser.add_argument("--version", action="version", version=f"kb {__import__('kb').__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"kb.commands.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"kb.commands.{name}":
+                continue
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def open_app(argv: list[str]) -> int:
+    try:
+        from tui.app import run_app
+    except ModuleNotFoundError as exc:
+        print(f"kb: the app is not available ({exc}); use `kb search`.", file=sys.stderr)
+        return EXIT_USAGE
+    return run_app(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or (argv[0] == "--cases" or argv[0].startswith("--cases=")):
+        return open_app(argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
+        return int(exc.code or 0)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    from .crash import guarded
+
+    return guarded(args.func, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
