@@ -1,0 +1,413 @@
+"""Run one check of a case on this node and turn its exit status into a verdict.
+
+The public API, used by `kb run`, `kb doctor` and the app:
+
+- `plan_check(case, check, params, python)` -> `Plan`: the final code (values
+  substituted), the interpreter, what is missing. Show it before running.
+- `run_check(case, check, params, python, on_output, cancel_event)` ->
+  `CheckResult`: runs it in its own process group with its timeout, streams
+  merged stdout+stderr to `on_output` as it comes, keeps a capped copy, and
+  records the run in the history.
+
+How a check runs, and why, is documented in docs/checks.md.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from codecs import getincrementaldecoder
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from .casefile import PLACEHOLDER_RE, Case, Check
+from .needs import target_python, unmet_needs
+
+CONFIRMED = "confirmed"
+RULED_OUT = "ruled out"
+INCONCLUSIVE = "inconclusive"
+SKIPPED = "skipped"
+VERDICTS = (CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED)
+
+OUTPUT_CAP = 64 * 1024  # kept in the result: first half and last half
+STREAM_CAP = 1024 * 1024  # passed to on_output; past this a flood would only freeze a UI
+KILL_GRACE = 2.0  # seconds between SIGTERM and SIGKILL of the group
+READ_CHUNK = 64 * 1024
+POLL = 0.05  # how often the waiting loop looks at the timeout and the cancel event
+
+OnOutput = Callable[[str], None]
+
+
+class MissingParams(ValueError):
+    """A placeholder has neither a value nor a default."""
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = names
+        super().__init__("missing parameter" + ("s" if len(names) > 1 else "") + ": " + ", ".join(names))
+
+
+@dataclass
+class Plan:
+    """What running a check would do; shown to the user before it runs."""
+
+    case: Case
+    check: Check
+    values: dict[str, str]  # parameter values used (given or default)
+    missing: list[str]  # placeholders with neither
+    interpreter: list[str]  # argv prefix; the script file is appended
+    interpreter_desc: str  # e.g. "/usr/bin/python3 (first python3 on PATH)"
+    code: str  # final code; placeholders still visible while something is missing
+
+    @property
+    def ready(self) -> bool:
+        return not self.missing
+
+
+@dataclass
+class CheckResult:
+    case: str
+    name: str
+    verdict: str
+    exit_code: int | None  # None when it did not exit by itself (skipped, timeout, cancelled, did not start)
+    duration_s: float
+    output: str
+    reason: str
+    params: dict[str, str] = field(default_factory=dict)
+    interpreter: str = ""
+    started_at: str = ""  # ISO 8601, local time with offset
+
+    def to_dict(self) -> dict[str, Any]:
+        """The `--json` shape of one check."""
+        return {k: getattr(self, k) for k in ("name", "verdict", "exit_code", "duration_s", "output", "reason")}
+
+    def as_record(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def quote_value(lang: str, value: str) -> str:
+    """A parameter value as one bash word or one Python string literal, never as code."""
+    if lang == "python":
+        return repr(str(value))
+    return shlex.quote(str(value))
+
+
+def substitute(check: Check, values: Mapping[str, str]) -> str:
+    """The check's code with every `{{name}}` replaced by its safely quoted value."""
+    missing = sorted({n for n in check.placeholders() if n not in values})
+    if missing:
+        raise MissingParams(missing)
+    # A function replacement, so backslashes in values are never read as regex escapes.
+    return PLACEHOLDER_RE.sub(lambda m: quote_value(check.lang, values[m.group(1)]), check.code)
+
+
+def resolve_params(case: Case, check: Check, given: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
+    """(values for the check's placeholders, names that have no value and no default)."""
+    given = given or {}
+    values: dict[str, str] = {}
+    missing: list[str] = []
+    for name in check.placeholders():
+        param = case.params.get(name)
+        if name in given:
+            values[name] = str(given[name])
+        elif param is not None and param.default is not None:
+            values[name] = param.default
+        else:
+            missing.append(name)
+    return values, missing
+
+
+def interpreter_for(check: Check, python: str | None = None) -> tuple[list[str], str]:
+    """(argv prefix, description): bash for shell checks, the target Python for python ones."""
+    if check.lang == "python":
+        tp = target_python(python)
+        return [tp.path], f"{tp.path} ({tp.source})"
+    bash = shutil.which("bash") or "bash"
+    return [bash], f"{bash} (bash, with your shell's environment)"
+
+
+def plan_check(case: Case, check: Check, params: Mapping[str, str] | None = None, python: str | None = None) -> Plan:
+    values, missing = resolve_params(case, check, params)
+    argv, desc = interpreter_for(check, python)
+    code = check.code if missing else substitute(check, values)
+    return Plan(case, check, values, missing, argv, desc, code)
+
+
+def verdict_for(returncode: int) -> tuple[str, str]:
+    """The documented mapping: 0 ruled out, 1 confirmed, anything else inconclusive."""
+    if returncode == 0:
+        return RULED_OUT, "exit status 0"
+    if returncode == 1:
+        return CONFIRMED, "exit status 1"
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return INCONCLUSIVE, f"crashed: killed by {name}"
+    return INCONCLUSIVE, f"exit status {returncode}"
+
+
+class CappedOutput:
+    """Keeps the first and last `limit // 2` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int = OUTPUT_CAP) -> None:
+        self.head_limit = limit // 2
+        self.tail_limit = limit - self.head_limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.head_limit - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.tail_limit:
+                del self.tail[: len(self.tail) - self.tail_limit]
+
+    def text(self) -> str:
+        cut = self.total - len(self.head) - len(self.tail)
+        if cut <= 0:
+            return bytes(self.head + self.tail).decode("utf-8", "replace")
+        return (
+            bytes(self.head).decode("utf-8", "replace")
+            + f"\n[... {cut} bytes cut ...]\n"
+            + bytes(self.tail).decode("utf-8", "replace")
+        )
+
+
+class _Sink:
+    """Receives chunks from the reader thread: caps them and streams them to the callback."""
+
+    def __init__(self, on_output: OnOutput | None, cap: int, stream_cap: int) -> None:
+        self.buf = CappedOutput(cap)
+        self.on_output = on_output
+        self.stream_left = stream_cap
+        self.decoder = getincrementaldecoder("utf-8")("replace")
+        self.lock = threading.Lock()
+        self.closed = False
+
+    def feed(self, chunk: bytes) -> None:
+        with self.lock:
+            if self.closed:
+                return
+            self.buf.add(chunk)
+            if self.on_output is None or self.stream_left <= 0:
+                return
+            part = chunk[: self.stream_left]
+            self.stream_left -= len(part)
+            text = self.decoder.decode(part)
+            if self.stream_left <= 0:
+                text += "\n[... output continues; the first and last parts are kept in the result ...]\n"
+            self._emit(text)
+
+    def _emit(self, text: str) -> None:
+        if not text:
+            return
+        try:
+            self.on_output(text)  # type: ignore[misc]
+        except Exception:  # noqa: BLE001 - a broken display must not break the run
+            self.on_output = None
+
+    def finish(self) -> str:
+        with self.lock:
+            self.closed = True
+            if self.on_output is not None and self.stream_left > 0:
+                self._emit(self.decoder.decode(b"", final=True))
+            return self.buf.text()
+
+
+def _pump(fd: int, sink: _Sink) -> None:
+    # os.read returns whatever is available, so output streams as it comes and
+    # a 100 MB flood is drained in fixed-size chunks, never held whole.
+    while True:
+        try:
+            chunk = os.read(fd, READ_CHUNK)
+        except OSError:
+            break
+        if not chunk:
+            break
+        sink.feed(chunk)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Is any non-zombie process left in the group? (Zombies may linger under a non-reaping PID 1.)"""
+    proc_dir = Path("/proc")
+    if proc_dir.is_dir():
+        for entry in proc_dir.iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            # Fields after the ")" that closes the command name: state ppid pgrp ...
+            fields = stat[stat.rfind(")") + 2 :].split()
+            if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+                return True
+        return False
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE) -> int:
+    """SIGTERM the check's whole process group, then SIGKILL whatever is left after `grace`."""
+    pgid = proc.pid  # start_new_session makes the child the leader of its own group
+    _signal_group(pgid, signal.SIGTERM)
+    end = time.monotonic() + grace
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        pass
+    while time.monotonic() < end and _group_alive(pgid):
+        time.sleep(POLL)
+    _signal_group(pgid, signal.SIGKILL)
+    return proc.wait()
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def _skip_or_none(check: Check, python: str | None) -> str | None:
+    if not check.needs:
+        return None
+    return unmet_needs(check.needs, target_python(python).path)
+
+
+def run_check(
+    case: Case,
+    check: Check,
+    params: Mapping[str, str] | None = None,
+    python: str | None = None,
+    on_output: OnOutput | None = None,
+    cancel_event: threading.Event | None = None,
+    *,
+    record: bool = True,
+    output_cap: int = OUTPUT_CAP,
+    stream_cap: int = STREAM_CAP,
+    kill_grace: float = KILL_GRACE,
+) -> CheckResult:
+    """Run one check and return its verdict. Blocking: call it from a worker thread in a UI.
+
+    Raises MissingParams when a placeholder has no value and no default (ask
+    the user first: `plan_check(...).missing`). Everything else, including an
+    interpreter that does not exist, ends as a verdict. Setting
+    `cancel_event` kills the check's process group (verdict inconclusive,
+    reason "cancelled").
+    """
+    plan = plan_check(case, check, params, python)
+    if plan.missing:
+        raise MissingParams(plan.missing)
+    started_at = _now_iso()
+    base = dict(case=case.id, name=check.name, params=plan.values, interpreter=plan.interpreter_desc, started_at=started_at)
+
+    reason = _skip_or_none(check, python)
+    if reason:
+        result = CheckResult(verdict=SKIPPED, exit_code=None, duration_s=0.0, output="", reason=reason, **base)
+    else:
+        result = _execute(plan, on_output, cancel_event, output_cap, stream_cap, kill_grace, base)
+    if record:
+        from .history import record as record_run
+
+        record_run(result)
+    return result
+
+
+def _execute(
+    plan: Plan,
+    on_output: OnOutput | None,
+    cancel_event: threading.Event | None,
+    output_cap: int,
+    stream_cap: int,
+    kill_grace: float,
+    base: dict[str, Any],
+) -> CheckResult:
+    check = plan.check
+    # A private folder (mode 0700) for the script: python puts the script's folder
+    # first on sys.path, so a shared /tmp could shadow modules.
+    workdir = tempfile.mkdtemp(prefix="kb-check-")
+    script = Path(workdir) / (re.sub(r"[^a-z0-9-]", "", check.name) + (".py" if check.lang == "python" else ".sh"))
+    script.write_text(plan.code, encoding="utf-8")
+    env = dict(os.environ)
+    if check.lang == "python":
+        env["PYTHONUNBUFFERED"] = "1"  # so a python check's output streams instead of arriving at exit
+    sink = _Sink(on_output, output_cap, stream_cap)
+    start = time.monotonic()
+    try:
+        try:
+            proc = subprocess.Popen(
+                [*plan.interpreter, str(script)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # its own process group, so a timeout kills grandchildren too
+            )
+        except OSError as exc:
+            why = f"could not start {plan.interpreter[0]}: {exc.strerror or exc}"
+            return CheckResult(verdict=INCONCLUSIVE, exit_code=None, duration_s=0.0, output="", reason=why, **base)
+        assert proc.stdout is not None
+        reader = threading.Thread(target=_pump, args=(proc.stdout.fileno(), sink), daemon=True, name=f"kb-check-{check.name}")
+        reader.start()
+        stopped = _wait(proc, check.timeout, cancel_event, start)
+        if stopped:
+            kill_group(proc, kill_grace)
+        else:
+            # A check leaves nothing behind: background stragglers would also keep the pipe open.
+            _signal_group(proc.pid, signal.SIGKILL)
+        # Bounded: a process that escaped the group (setsid) may still hold the pipe.
+        reader.join(timeout=2.0)
+        output = sink.finish()
+        if not reader.is_alive():
+            # Closing under a still-blocked reader could hand its fd number to another file.
+            proc.stdout.close()
+        duration = round(time.monotonic() - start, 3)
+        if stopped == "timeout":
+            verdict, exit_code, why = INCONCLUSIVE, None, f"timed out after {check.timeout:g} s; its process group was killed"
+        elif stopped == "cancelled":
+            verdict, exit_code, why = INCONCLUSIVE, None, "cancelled"
+        else:
+            exit_code = proc.returncode
+            verdict, why = verdict_for(exit_code)
+        return CheckResult(verdict=verdict, exit_code=exit_code, duration_s=duration, output=output, reason=why, **base)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float, cancel_event: threading.Event | None, start: float) -> str | None:
+    """Wait for the check to exit; "timeout" or "cancelled" when it has to be stopped."""
+    deadline = start + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            proc.wait(timeout=max(0.0, min(POLL, left)))
+            return None
+        except subprocess.TimeoutExpired:
+            pass
+        if cancel_event is not None and cancel_event.is_set():
+            return "cancelled"
+        if time.monotonic() >= deadline:
+            return "timeout"
