@@ -372,7 +372,12 @@ def _execute(
         assert proc.stdout is not None
         reader = threading.Thread(target=_pump, args=(proc.stdout.fileno(), sink), daemon=True, name=f"kb-check-{check.name}")
         reader.start()
-        stopped = _wait(proc, check.timeout, cancel_event, start)
+        try:
+            stopped = _wait(proc, check.timeout, cancel_event, start)
+        except BaseException:
+            # Ctrl-C in kb: the check is in its own session and never saw the SIGINT.
+            kill_group(proc, kill_grace)
+            raise
         if stopped:
             kill_group(proc, kill_grace)
         else:

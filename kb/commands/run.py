@@ -1,0 +1,177 @@
+"""`kb run ID`: show a case's checks, ask, run them on this node, print verdicts.
+
+Nothing runs without consent: on a terminal kb shows the final code, the
+interpreter, timeout and needs, and asks; elsewhere it needs `--yes`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from ..casefile import Case, Check
+from ..caseset import load_cases
+from ..cli import EXIT_NEGATIVE, EXIT_OK, UsageError
+from ..needs import target_python
+from ..runner import CheckResult, Plan, plan_check, run_check
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run a case's checks on this node (asks first)")
+    p.add_argument("id", help="case id")
+    p.add_argument("--check", metavar="NAME", help="run only this check")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="value for a {{placeholder}} (repeatable)")
+    p.add_argument("--python", metavar="PATH", help="Python of the training environment (default: KB_PYTHON, else python3 on PATH)")
+    p.add_argument("--dry-run", action="store_true", help="only print what would run")
+    p.add_argument("--yes", "-y", action="store_true", help="run without asking")
+    p.add_argument("--json", action="store_true", help="print results as JSON")
+    p.add_argument("--cases", action="append", type=Path, default=[], metavar="DIR", help="extra case folder (repeatable)")
+    p.set_defaults(func=run)
+
+
+def is_interactive() -> bool:
+    """Asking needs a person: stdin must be a terminal."""
+    try:
+        return sys.stdin.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def find_case(case_id: str, cases: list[Case]) -> Case:
+    by_id = {c.id: c for c in cases}
+    if case_id in by_id:
+        return by_id[case_id]
+    hint = difflib.get_close_matches(case_id, list(by_id), n=1)
+    raise UsageError(f"no case {case_id!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "; `kb search` finds cases"))
+
+
+def select_checks(case: Case, name: str | None) -> list[Check]:
+    if not case.checks:
+        raise UsageError(f"case {case.id!r} has no checks to run")
+    if name is None:
+        return list(case.checks)
+    check = case.check(name)
+    if check is None:
+        raise UsageError(f"case {case.id!r} has no check {name!r}; its checks: {', '.join(c.name for c in case.checks)}")
+    return [check]
+
+
+def parse_params(items: list[str], case: Case) -> dict[str, str]:
+    values: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"--param wants KEY=VALUE, got {item!r}")
+        if key not in case.params:
+            known = ", ".join(case.params) or "none"
+            raise UsageError(f"case {case.id!r} has no parameter {key!r} (its parameters: {known})")
+        values[key] = value
+    return values
+
+
+def check_python(explicit: str | None) -> None:
+    """A --python or KB_PYTHON that does not exist is the user's mistake, said before anything runs."""
+    tp = target_python(explicit)
+    if tp.source in ("--python", "KB_PYTHON") and not (os.path.isfile(tp.path) and os.access(tp.path, os.X_OK)):
+        raise UsageError(f"{tp.source} {tp.path!r} is not an executable file")
+
+
+def ask_missing(plans: list[Plan], case: Case, values: dict[str, str], interactive: bool) -> None:
+    missing = sorted({name for plan in plans for name in plan.missing})
+    if not missing:
+        return
+    if not interactive:
+        flags = " ".join(f"--param {n}=VALUE" for n in missing)
+        raise UsageError(f"missing parameter{'s' if len(missing) > 1 else ''} {', '.join(missing)} (no default): pass {flags}")
+    for name in missing:
+        param = case.params.get(name)
+        desc = f" ({param.description})" if param else ""
+        while True:
+            try:
+                answer = input(f"{name}{desc}: ")
+            except EOFError:
+                raise UsageError(f"no value for parameter {name!r}") from None
+            if answer.strip():
+                values[name] = answer.strip()
+                break
+
+
+def describe(plan: Plan, index: int, total: int, out: TextIO) -> None:
+    check = plan.check
+    print(f"--- check {index}/{total}: {check.name} ({check.lang}) ---", file=out)
+    if check.description:
+        print(f"  {check.description}", file=out)
+    print(f"  interpreter: {plan.interpreter_desc}", file=out)
+    print(f"  timeout: {check.timeout:g} s    needs: {', '.join(check.needs) or 'nothing'}", file=out)
+    if plan.values:
+        print("  parameters: " + ", ".join(f"{k}={v!r}" for k, v in plan.values.items()), file=out)
+    if plan.missing:
+        print(f"  missing (asked before running): {', '.join(plan.missing)}", file=out)
+    for line in plan.code.rstrip("\n").splitlines():
+        print(f"  | {line}", file=out)
+
+
+def confirm(count: int, out: TextIO) -> bool:
+    out.write(f"Run {'this check' if count == 1 else f'these {count} checks'} on this node? [y/N] ")
+    out.flush()
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def print_result(result: CheckResult, out: TextIO) -> None:
+    print(f"=> {result.name}: {result.verdict.upper()} ({result.reason}; {result.duration_s:.2f} s)", file=out)
+
+
+def run(args: argparse.Namespace) -> int:
+    caseset = load_cases(args.cases)
+    case = find_case(args.id, caseset.cases)
+    checks = select_checks(case, args.check)
+    values = parse_params(args.param, case)
+    check_python(args.python)
+    out = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the JSON alone
+
+    plans = [plan_check(case, c, values, args.python) for c in checks]
+    if args.dry_run:
+        for i, plan in enumerate(plans, 1):
+            describe(plan, i, len(plans), out)
+        return EXIT_OK
+
+    interactive = is_interactive()
+    ask_missing(plans, case, values, interactive)
+    plans = [plan_check(case, c, values, args.python) for c in checks]
+    if not args.yes:
+        if not interactive:
+            raise UsageError("refusing to run checks without confirmation: stdin is not a terminal. "
+                             "Pass --yes to run them, or --dry-run to only print them.")
+        print(f"{case.id}: {case.title}", file=out)
+        for i, plan in enumerate(plans, 1):
+            describe(plan, i, len(plans), out)
+        if not confirm(len(plans), out):
+            print("Nothing was run.", file=out)
+            return EXIT_NEGATIVE
+
+    results: list[CheckResult] = []
+    for plan in plans:
+        if not args.json:
+            print(f"--- running {plan.check.name} with {plan.interpreter_desc} ---", file=out, flush=True)
+        stream = None if args.json else (lambda text: (out.write(text), out.flush()))
+        result = run_check(case, plan.check, plan.values, args.python, on_output=stream)
+        results.append(result)
+        if not args.json:
+            if result.output and not result.output.endswith("\n"):
+                print(file=out)
+            print_result(result, out)
+    if args.json:
+        print(json.dumps({"case": case.id, "checks": [r.to_dict() for r in results]}, indent=2, ensure_ascii=False))
+    else:
+        print("A verdict covers only what the check looked at. Recorded in `kb history`.", file=out)
+    return EXIT_OK

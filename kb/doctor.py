@@ -1,0 +1,105 @@
+"""`kb doctor`: run every check marked `doctor=yes`, in parallel, and sort the verdicts.
+
+A doctor check promises to be read-only, fast and parameter-free; one whose
+placeholders lack defaults is left out rather than run with a guess. The
+report puts what is confirmed on this node first, since that is what the
+user acts on.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .casefile import Case, Check
+from .runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED, CheckResult, resolve_params, run_check
+
+WORKERS = 4  # a few: checks call nvidia-smi and Python, which do not like a crowd
+
+
+def doctor_checks(cases: list[Case]) -> list[tuple[Case, Check]]:
+    """The checks doctor runs, in case order: doctor=yes and every placeholder has a default."""
+    picked: list[tuple[Case, Check]] = []
+    for case in cases:
+        for check in case.checks:
+            if check.doctor and not resolve_params(case, check)[1]:
+                picked.append((case, check))
+    return picked
+
+
+@dataclass
+class DoctorReport:
+    results: list[CheckResult] = field(default_factory=list)  # in case order
+    titles: dict[str, str] = field(default_factory=dict)  # case id -> title, for display
+
+    def by_verdict(self, verdict: str) -> list[CheckResult]:
+        return [r for r in self.results if r.verdict == verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        def brief(r: CheckResult) -> dict[str, Any]:
+            return {"case": r.case, "check": r.name, "output": r.output, "reason": r.reason}
+
+        return {
+            "confirmed": [brief(r) for r in self.by_verdict(CONFIRMED)],
+            "inconclusive": [brief(r) for r in self.by_verdict(INCONCLUSIVE)],
+            "ruled_out": len(self.by_verdict(RULED_OUT)),
+            "skipped": len(self.by_verdict(SKIPPED)),
+            "results": [{"case": r.case, "check": r.name, **{k: v for k, v in r.to_dict().items() if k != "name"}} for r in self.results],
+        }
+
+
+def run_doctor(
+    cases: list[Case],
+    python: str | None = None,
+    workers: int = WORKERS,
+    progress: bool | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
+    cancel_event: threading.Event | None = None,
+) -> DoctorReport:
+    """Run the doctor checks of `cases` in a thread pool; `progress=None` shows tqdm only on a terminal."""
+    from tqdm import tqdm  # only doctor needs it
+
+    todo = doctor_checks(cases)
+    report = DoctorReport(titles={c.id: c.title for c in cases})
+    if progress is None:
+        progress = sys.stderr.isatty()
+    slots: list[CheckResult | None] = [None] * len(todo)
+    with tqdm(total=len(todo), file=sys.stderr, disable=not progress, desc="kb doctor", unit="check", leave=False) as bar:
+        with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="kb-doctor") as pool:
+            futures = {pool.submit(run_check, case, check, None, python, None, cancel_event): i for i, (case, check) in enumerate(todo)}
+            for fut in as_completed(futures):
+                result = fut.result()
+                slots[futures[fut]] = result
+                bar.update(1)
+                if on_result is not None:
+                    on_result(result)
+    report.results = [r for r in slots if r is not None]
+    return report
+
+
+def format_report(report: DoctorReport, lines_per_case: int = 6) -> str:
+    """Confirmed first (with the end of their output), then inconclusive, then counts."""
+    out: list[str] = []
+    confirmed = report.by_verdict(CONFIRMED)
+    inconclusive = report.by_verdict(INCONCLUSIVE)
+    if confirmed:
+        out.append(f"Confirmed on this node ({len(confirmed)}):")
+        for r in confirmed:
+            out.append(f"  [!] {r.case} / {r.name}: {report.titles.get(r.case, '')}")
+            tail = [ln for ln in r.output.rstrip().splitlines() if ln.strip()][-lines_per_case:]
+            out.extend(f"        {ln}" for ln in tail)
+            out.append(f"      see: kb show {r.case}")
+    else:
+        out.append("Nothing confirmed on this node.")
+    if inconclusive:
+        out.append(f"Inconclusive ({len(inconclusive)}):")
+        for r in inconclusive:
+            out.append(f"  [?] {r.case} / {r.name}: {r.reason}")
+    out.append(
+        f"{len(report.by_verdict(RULED_OUT))} ruled out, {len(report.by_verdict(SKIPPED))} skipped "
+        f"({len(report.results)} checks; a pass covers only what a check looked at; details in `kb history`)."
+    )
+    return "\n".join(out)
