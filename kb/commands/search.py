@@ -1,0 +1,65 @@
+"""`kb search [TEXT | -] [--file LOG] [-k N] [--json] [--explain]`.
+
+Exit 0 with results, 1 when kb abstains ("no known case matches"), 2 on bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..cli import EXIT_NEGATIVE, EXIT_OK, UsageError
+from .common import add_index_options, read_query
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("search", help="find the cases that match an error, a log or a symptom")
+    p.add_argument("text", nargs="*", help="the error text; '-' (or a pipe) reads standard input")
+    p.add_argument("--file", type=Path, metavar="LOG", help="read the query from a log file")
+    p.add_argument("-k", type=int, default=5, metavar="N", help="number of results (default 5)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--explain", action="store_true", help="show per-scorer scores and the extracted lines")
+    p.add_argument("--no-dense", action="store_true", help="skip the embedding model (signature and BM25 only)")
+    add_index_options(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.k < 1:
+        raise UsageError("-k must be at least 1")
+    query = read_query(args.text, args.file)
+    from ..search import SCORERS, Engine  # noqa: PLC0415
+
+    engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
+    use = SCORERS
+    if not args.no_dense:
+        engine.load_dense()
+    else:
+        use = ("signature", "lexical")
+    answer = engine.search(query, k=args.k, use=use)
+    if args.json:
+        print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+    else:
+        print_answer(answer, explain=args.explain)
+    return EXIT_NEGATIVE if answer.abstained else EXIT_OK
+
+
+def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-untyped-def]
+    out = sys.stdout
+    if explain:
+        out.write("kb searched for:\n")
+        for line in answer.searched_for:
+            out.write(f"  | {line[:200]}\n")
+        out.write("\n")
+    if answer.abstained:
+        out.write("No known case matches. Try adding the surrounding log lines, or start a case with `kb new --from-log`.\n")
+    for rank, r in enumerate(answer.results, 1):
+        out.write(f"{rank}. {r.id}  [{r.category}]  {r.confidence} ({r.score:.2f})\n   {r.title}\n")
+        for why in r.why if explain else r.why[:2]:
+            out.write(f"   - {why}\n")
+        if explain:
+            out.write("   scores: " + ", ".join(f"{k}={v:.3f}" for k, v in r.scores.items()) + "\n")
+    for note in answer.notes:
+        sys.stderr.write(f"kb: {note}\n")

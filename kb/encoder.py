@@ -1,0 +1,53 @@
+"""Sentence embeddings without torch: onnxruntime + the model's tokenizer.json.
+
+Mean pooling over the attention mask and L2 normalisation, as
+sentence-transformers does for all-MiniLM-L6-v2. The tokenizer is set to
+truncate at 256 tokens (sentence-transformers' limit) and texts are encoded
+one at a time, so no padding is involved and the result equals the torch
+model's (checked when the index is built).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .model import MAX_SEQ_LENGTH
+
+
+class OnnxEncoder:
+    def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1) -> None:
+        import onnxruntime as ort  # noqa: PLC0415 - ~0.1 s, only when dense search is used
+        from tokenizers import Tokenizer  # noqa: PLC0415
+
+        options = ort.SessionOptions()
+        # One thread answers a single short query fastest on a small machine.
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(MAX_SEQ_LENGTH)
+        self.input_names = {i.name for i in self.session.get_inputs()}
+        self.dim = int(self.session.get_outputs()[0].shape[-1]) if isinstance(self.session.get_outputs()[0].shape[-1], int) else 384
+
+    def encode_one(self, text: str) -> np.ndarray:
+        enc = self.tokenizer.encode(text or " ")
+        ids = np.asarray([enc.ids], dtype=np.int64)
+        mask = np.asarray([enc.attention_mask], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feeds)[0]
+        summed = (hidden * mask[..., None]).sum(axis=1)
+        vec = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        vec = vec[0].astype(np.float32)
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm > 0 else vec
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.vstack([self.encode_one(t) for t in texts]).astype(np.float32)

@@ -1,0 +1,355 @@
+"""Keep the index true to the case files and the model, by itself.
+
+`open_index()` is what every search calls. Fast path: stat the case files and
+the model weights and compare them with the live generation's manifest; if
+nothing changed, the index is used as it is (no YAML parsing, no hashing).
+Otherwise, under the lock: parse the cases, re-embed only the cases whose
+content hash changed (or all, if the model changed), write a new generation
+atomically, and switch to it. A missing or broken model turns dense search
+off with a reason; lexical and signature search keep working.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from . import store
+from .caseset import case_files, case_folders, load_cases
+from .documents import CaseDoc, build_doc
+from .model import MIN_EXPORT_COSINE, ModelError, ModelSpec, resolve_model, verify_weights
+from .paths import default_index_dir, fallback_index_dir
+
+ProgressFactory = Callable[[int, str], Any]
+APPROX_THRESHOLD = 50_000  # vectors; above this FAISS uses HNSW (see docs/search.md)
+
+
+@dataclass
+class IndexStatus:
+    root: Path
+    cases: int
+    vectors: int
+    dense: bool
+    dense_reason: str
+    problems: list[str]
+    rebuilt: list[str] = field(default_factory=list)  # case ids re-embedded by this call
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LoadedIndex:
+    root: Path
+    generation: Path
+    manifest: dict[str, Any]
+    docs: list[CaseDoc]
+    vectors: np.ndarray
+    row_case: np.ndarray  # vector row -> index into docs
+    status: IndexStatus
+    _faiss: Any = None
+
+    @property
+    def dense_available(self) -> bool:
+        return bool(self.manifest.get("dense", {}).get("enabled")) and len(self.vectors) > 0
+
+    def onnx_path(self) -> Path:
+        return self.root / "models" / f"{self.manifest['dense']['weights_sha256']}.onnx"
+
+    def tokenizer_path(self) -> Path:
+        return Path(self.manifest["dense"]["model_path"]) / "tokenizer.json"
+
+    def faiss_index(self):  # -> faiss.Index
+        if self._faiss is None:
+            import faiss  # noqa: PLC0415
+
+            faiss.omp_set_num_threads(1)  # one query: one thread is faster here
+            saved = self.generation / "vectors.faiss"
+            if saved.is_file():
+                self._faiss = faiss.read_index(str(saved))
+            else:
+                index = faiss.IndexFlatIP(self.vectors.shape[1])
+                index.add(self.vectors)
+                self._faiss = index
+        return self._faiss
+
+
+# ---------------------------------------------------------------- fingerprints
+
+
+def _file_stats(folders: list[Path]) -> dict[str, list[int]]:
+    stats: dict[str, list[int]] = {}
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in case_files(folder):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            stats[str(path)] = [st.st_size, st.st_mtime_ns]
+    return stats
+
+
+def _model_identity(spec: ModelSpec | None) -> dict[str, Any]:
+    if spec is None:
+        return {"name": None}
+    try:
+        st = spec.weights.stat()
+        return {"name": spec.name, "path": str(spec.path), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+    except OSError:
+        return {"name": spec.name, "path": str(spec.path), "size": None, "mtime_ns": None}
+
+
+# ---------------------------------------------------------------- root choice
+
+
+def _writable(root: Path) -> bool:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / f".probe-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        return True
+    except OSError:
+        return False
+
+
+def choose_root(index_dir: Path | None) -> tuple[Path, list[str]]:
+    root = Path(index_dir) if index_dir else default_index_dir()
+    if _writable(root):
+        return root, []
+    fallback = fallback_index_dir()
+    if fallback != root and _writable(fallback):
+        return fallback, [f"index folder {root} is not writable; using {fallback}"]
+    return root, [f"index folder {root} is not writable"]
+
+
+# ---------------------------------------------------------------- open / update
+
+
+def open_index(
+    extra_dirs: list[Path] | None = None,
+    index_dir: Path | None = None,
+    model_dir: Path | None = None,
+    include_builtin: bool = True,
+    rebuild: bool = False,
+    progress: bool | None = None,
+    dense: bool = True,
+) -> LoadedIndex:
+    """Return an up-to-date index, updating it first if the cases or model changed."""
+    root, notes = choose_root(index_dir)
+    folders = case_folders(extra_dirs, include_builtin)
+    try:
+        spec: ModelSpec | None = resolve_model(model_dir) if dense else None
+        spec_error = ""
+    except ModelError as exc:
+        spec, spec_error = None, str(exc)
+    stats = _file_stats(folders)
+    identity = _model_identity(spec)
+    if not rebuild:
+        loaded = _try_load(root, folders, stats, identity, notes)
+        if loaded is not None:
+            return loaded
+    with store.lock(root):
+        if not rebuild:  # another process may have finished the update while we waited
+            loaded = _try_load(root, folders, stats, identity, notes)
+            if loaded is not None:
+                return loaded
+        return _update(root, folders, extra_dirs, include_builtin, spec, spec_error, identity, rebuild, progress, notes)
+
+
+def _try_load(root: Path, folders: list[Path], stats: dict[str, list[int]], identity: dict[str, Any], notes: list[str]) -> LoadedIndex | None:
+    gen = store.current_generation(root)
+    if gen is None:
+        return None
+    try:
+        manifest = store.read_manifest(gen)
+        if manifest.get("folders") != [str(f) for f in folders] or manifest.get("file_stats") != stats:
+            return None
+        if manifest.get("model_identity") != identity:
+            return None
+        return _load_generation(root, gen, manifest, notes)
+    except (store.IndexCorrupt, OSError, ValueError, KeyError) as exc:
+        notes.append(f"index at {gen} is unreadable ({exc}); rebuilding")
+        return None
+
+
+def _load_generation(root: Path, gen: Path, manifest: dict[str, Any], notes: list[str]) -> LoadedIndex:
+    docs = json.loads((gen / "docs.json").read_text(encoding="utf-8"))
+    if not isinstance(docs, list):
+        raise store.IndexCorrupt("docs.json is not a list")
+    vectors = np.load(gen / "vectors.npy", allow_pickle=False)
+    row_case = np.load(gen / "rows.npy", allow_pickle=False)
+    if len(vectors) != len(row_case) or len(vectors) != manifest.get("vectors"):
+        raise store.IndexCorrupt("vector count does not match the manifest")
+    if len(row_case) and (row_case.max() >= len(docs) or row_case.min() < 0):
+        raise store.IndexCorrupt("vector rows point outside the cases")
+    dense = manifest.get("dense", {})
+    status = IndexStatus(
+        root=root,
+        cases=len(docs),
+        vectors=len(vectors),
+        dense=bool(dense.get("enabled")),
+        dense_reason=dense.get("reason", ""),
+        problems=list(manifest.get("problems", [])),
+        notes=list(notes),
+    )
+    return LoadedIndex(root, gen, manifest, docs, vectors.astype(np.float32, copy=False), row_case, status)
+
+
+def _previous_vectors(root: Path, weights_sha: str | None) -> dict[str, tuple[list[str], np.ndarray]]:
+    """content hash -> (dense texts, vectors) from the live generation, if made by the same model."""
+    gen = store.current_generation(root)
+    if gen is None or weights_sha is None:
+        return {}
+    try:
+        manifest = store.read_manifest(gen)
+        if manifest.get("dense", {}).get("weights_sha256") != weights_sha or not manifest["dense"].get("enabled"):
+            return {}
+        docs = json.loads((gen / "docs.json").read_text(encoding="utf-8"))
+        vectors = np.load(gen / "vectors.npy", allow_pickle=False)
+        rows = np.load(gen / "rows.npy", allow_pickle=False)
+    except (store.IndexCorrupt, OSError, ValueError, KeyError):
+        return {}
+    out: dict[str, tuple[list[str], np.ndarray]] = {}
+    for i, doc in enumerate(docs):
+        out[doc["content_hash"]] = (doc["dense_texts"], vectors[rows == i])
+    return out
+
+
+def _progress(total: int, desc: str, enabled: bool | None):
+    from tqdm import tqdm  # noqa: PLC0415
+
+    show = sys.stderr.isatty() if enabled is None else enabled
+    # mininterval + delay: the bar only appears when the work takes more than a moment
+    return tqdm(total=total, desc=desc, unit="text", disable=not show, delay=1.0, mininterval=0.2, file=sys.stderr, leave=False)
+
+
+def _prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_texts: list[str]) -> tuple[dict[str, Any], Any]:
+    """Verify weights, export to ONNX once per weights hash, check the export. Returns (dense info, encoder|None)."""
+    if spec is None:
+        return {"enabled": False, "reason": spec_error or "dense search disabled"}, None
+    try:
+        sha = verify_weights(spec)
+    except ModelError as exc:
+        return {"enabled": False, "reason": str(exc), "model_path": str(spec.path)}, None
+    models = root / "models"
+    onnx_path = models / f"{sha}.onnx"
+    check_path = models / f"{sha}.json"
+    info: dict[str, Any] = {"enabled": True, "reason": "", "model": spec.name, "model_path": str(spec.path), "weights_sha256": sha}
+    try:
+        if not onnx_path.is_file() or not check_path.is_file():
+            from .model import export_onnx, torch_embeddings  # noqa: PLC0415 - torch, build time only
+            from .encoder import OnnxEncoder  # noqa: PLC0415
+
+            models.mkdir(parents=True, exist_ok=True)
+            tmp = models / f".{sha}.{os.getpid()}.onnx.tmp"
+            export_onnx(spec, tmp)
+            encoder = OnnxEncoder(tmp, spec.path / "tokenizer.json", threads=2)
+            texts = sample_texts[:400] or ["a sample"]
+            ref = torch_embeddings(spec, texts)
+            ours = encoder.encode(texts)
+            min_cos = float(np.min(np.sum(ref * ours, axis=1)))
+            if min_cos < MIN_EXPORT_COSINE:
+                tmp.unlink(missing_ok=True)
+                return {"enabled": False, "reason": f"ONNX export of {spec.path} differs from the model (min cosine {min_cos:.4f})"}, None
+            os.replace(tmp, onnx_path)
+            store.write_json(check_path, {"weights_sha256": sha, "texts_checked": len(texts), "min_cosine": min_cos, "at": time.time()})
+        check = json.loads(check_path.read_text(encoding="utf-8"))
+        info["export_min_cosine"] = check.get("min_cosine")
+        from .encoder import OnnxEncoder  # noqa: PLC0415
+
+        return info, OnnxEncoder(onnx_path, spec.path / "tokenizer.json", threads=2)
+    except ImportError as exc:
+        return {"enabled": False, "reason": f"cannot export the model to ONNX: {exc} (install torch and sentence-transformers)"}, None
+    except Exception as exc:  # noqa: BLE001 - any model failure must leave lexical search working
+        return {"enabled": False, "reason": f"model {spec.path} unusable: {type(exc).__name__}: {exc}"}, None
+
+
+def _update(
+    root: Path,
+    folders: list[Path],
+    extra_dirs: list[Path] | None,
+    include_builtin: bool,
+    spec: ModelSpec | None,
+    spec_error: str,
+    identity: dict[str, Any],
+    rebuild: bool,
+    progress: bool | None,
+    notes: list[str],
+) -> LoadedIndex:
+    stats = _file_stats(folders)  # re-read under the lock
+    caseset = load_cases(extra_dirs, include_builtin)
+    docs = [build_doc(c) for c in caseset.cases]
+    all_texts = [t for d in docs for t in d["dense_texts"]]
+    dense_info, encoder = _prepare_model(root, spec, spec_error, all_texts)
+    previous = {} if rebuild else _previous_vectors(root, dense_info.get("weights_sha256"))
+    blocks: list[np.ndarray] = []
+    rows: list[int] = []
+    rebuilt: list[str] = []
+    if encoder is not None:
+        todo = [d for d in docs if not (d["content_hash"] in previous and previous[d["content_hash"]][0] == d["dense_texts"])]
+        bar = _progress(sum(len(d["dense_texts"]) for d in todo), "kb: embedding cases", progress)
+        try:
+            for i, doc in enumerate(docs):
+                prev = previous.get(doc["content_hash"])
+                if prev is not None and prev[0] == doc["dense_texts"]:
+                    vecs = prev[1]
+                else:
+                    vecs = np.vstack([encoder.encode_one(t) for t in doc["dense_texts"]]) if doc["dense_texts"] else np.zeros((0, 384), np.float32)
+                    bar.update(len(doc["dense_texts"]))
+                    rebuilt.append(doc["id"])
+                blocks.append(vecs.astype(np.float32))
+                rows.extend([i] * len(vecs))
+        finally:
+            bar.close()
+    dim = blocks[0].shape[1] if blocks else 384
+    vectors = np.vstack(blocks).astype(np.float32) if blocks else np.zeros((0, dim), np.float32)
+    row_case = np.asarray(rows, dtype=np.int32)
+
+    building = store.new_generation_dir(root)
+    try:
+        (building / "docs.json").write_text(json.dumps(docs, ensure_ascii=False), encoding="utf-8")
+        np.save(building / "vectors.npy", vectors, allow_pickle=False)
+        np.save(building / "rows.npy", row_case, allow_pickle=False)
+        if len(vectors) > APPROX_THRESHOLD:
+            _write_approximate(building / "vectors.faiss", vectors)
+        manifest = {
+            "app": "kb",
+            "format_version": store.FORMAT_VERSION,
+            "built_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "folders": [str(f) for f in folders],
+            "file_stats": stats,
+            "model_identity": identity,
+            "dense": dense_info,
+            "cases": {d["id"]: {"hash": d["content_hash"], "path": d["path"]} for d in docs},
+            "vectors": int(len(vectors)),
+            "faiss": "hnsw" if len(vectors) > APPROX_THRESHOLD else "flat",
+            "problems": [str(p) for p in caseset.errors],
+        }
+        (building / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
+        gen = store.commit_generation(root, building)
+    except BaseException:
+        import shutil  # noqa: PLC0415
+
+        shutil.rmtree(building, ignore_errors=True)
+        raise
+    loaded = _load_generation(root, gen, manifest, notes)
+    loaded.status.rebuilt = rebuilt
+    return loaded
+
+
+def _write_approximate(path: Path, vectors: np.ndarray) -> None:
+    import faiss  # noqa: PLC0415
+
+    index = faiss.IndexHNSWFlat(vectors.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
+    index.hnsw.efConstruction = 80
+    index.hnsw.efSearch = 128
+    index.add(vectors)
+    faiss.write_index(index, str(path))

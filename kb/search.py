@@ -1,0 +1,244 @@
+"""Text in, ranked cases out: signals -> three scorers -> fusion -> explanations.
+
+Each scorer yields a number in [0, 1] per case:
+- signature: the best literal/regex signature that matched (see signatures.py);
+- lexical: BM25 of the error lines, divided by the best case's BM25 and damped
+  when even the best case shares little with the query;
+- dense: the best cosine between the query and any of the case's vectors,
+  rescaled from the range where unrelated text lands to where matches land.
+The fused score is a weighted sum; the weights and the abstention threshold
+are chosen with `kb eval` on the dev queries (docs/search.md has the figures).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .documents import CaseDoc
+from .index import LoadedIndex, open_index
+from .lexical import LexicalIndex
+from .signals import Signals, extract
+from .signatures import SignatureHit, SignatureMatcher, signature_score
+
+SCORERS = ("signature", "lexical", "dense")
+
+
+@dataclass(frozen=True)
+class Weights:
+    signature: float = 0.45
+    lexical: float = 0.30
+    dense: float = 0.25
+    abstain_below: float = 0.30  # fused score of the top result
+    dense_floor: float = 0.25  # cosine that unrelated text reaches
+    dense_ceiling: float = 0.75  # cosine of a clear paraphrase
+    bm25_saturation: float = 12.0  # BM25 of a query that clearly hits a case
+
+
+DEFAULT_WEIGHTS = Weights()
+
+
+@dataclass
+class Result:
+    id: str
+    title: str
+    category: str
+    path: str
+    score: float
+    confidence: str  # "high", "medium", "low"
+    scores: dict[str, float]
+    why: list[str]
+    matched_lines: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "category": self.category,
+            "score": round(self.score, 4),
+            "confidence": self.confidence,
+            "why": self.why,
+            "scores": {k: round(v, 4) for k, v in self.scores.items()},
+            "matched_lines": self.matched_lines,
+        }
+
+
+@dataclass
+class Answer:
+    query: str
+    abstained: bool
+    results: list[Result]
+    signals: Signals
+    searched_for: list[str]  # the extracted lines shown to the user
+    dense_used: bool
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "abstained": self.abstained,
+            "results": [r.to_json() for r in self.results],
+            "searched_for": self.searched_for,
+            "dense": self.dense_used,
+            "notes": self.notes,
+        }
+
+
+class Engine:
+    """Holds a loaded index and its scorers; thread-safe lazy loading of the dense model."""
+
+    def __init__(self, index: LoadedIndex, weights: Weights = DEFAULT_WEIGHTS) -> None:
+        self.index = index
+        self.weights = weights
+        self.docs: list[CaseDoc] = index.docs
+        self.lexical = LexicalIndex(self.docs)
+        self.matcher = SignatureMatcher(self.docs)
+        self._encoder: Any = None
+        self._encoder_error: str = ""
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, extra_dirs: list[Path] | None = None, **kwargs: Any) -> "Engine":
+        weights = kwargs.pop("weights", DEFAULT_WEIGHTS)
+        return cls(open_index(extra_dirs, **kwargs), weights)
+
+    # ------------------------------------------------------------ dense model
+
+    @property
+    def dense_ready(self) -> bool:
+        return self._encoder is not None
+
+    @property
+    def dense_error(self) -> str:
+        if not self.index.dense_available:
+            return self.index.status.dense_reason or "dense search is off"
+        return self._encoder_error
+
+    def load_dense(self) -> bool:
+        """Load the ONNX encoder (about a second, cold). Safe to call from a worker thread."""
+        if not self.index.dense_available:
+            return False
+        with self._lock:
+            if self._encoder is None and not self._encoder_error:
+                try:
+                    from .encoder import OnnxEncoder  # noqa: PLC0415
+
+                    self._encoder = OnnxEncoder(self.index.onnx_path(), self.index.tokenizer_path(), threads=1)
+                    self.index.faiss_index()
+                except Exception as exc:  # noqa: BLE001 - lexical search must go on
+                    self._encoder_error = f"dense model failed to load: {type(exc).__name__}: {exc}"
+        return self._encoder is not None
+
+    # ------------------------------------------------------------ scorers
+
+    def _dense_scores(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Best cosine per case and the row of the best vector."""
+        n = len(self.docs)
+        best = np.full(n, -1.0, dtype=np.float32)
+        best_row = np.full(n, -1, dtype=np.int64)
+        q = self._encoder.encode_one(text)[None, :]
+        index = self.index.faiss_index()
+        k = int(min(index.ntotal, max(64, 8 * 20)))
+        sims, rows = index.search(q, k)
+        for sim, row in zip(sims[0], rows[0]):
+            if row < 0:
+                continue
+            case = int(self.index.row_case[row])
+            if sim > best[case]:
+                best[case] = sim
+                best_row[case] = row
+        return best, best_row
+
+    def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> tuple[dict[str, np.ndarray], Signals, dict[str, list[SignatureHit]], list[str], np.ndarray]:
+        signals = extract(text)
+        focus = signals.focus_text
+        n = len(self.docs)
+        parts: dict[str, np.ndarray] = {}
+        hits: dict[str, list[SignatureHit]] = {}
+        terms: list[str] = []
+        best_row = np.full(n, -1, dtype=np.int64)
+        if "signature" in use:
+            lines = [l.text for l in signals.lines]
+            if len(lines) > 5000:  # huge paste: error lines and the tail carry the signature
+                lines = [l.text for l in signals.error_lines] + lines[-3000:]
+            hits = self.matcher.match(lines)
+            sig = np.zeros(n, dtype=np.float32)
+            pos = {d["id"]: i for i, d in enumerate(self.docs)}
+            for cid, h in hits.items():
+                sig[pos[cid]] = signature_score(h)
+            parts["signature"] = sig
+        if "lexical" in use:
+            query = focus if not context else f"{focus}\n{context}"
+            raw, terms = self.lexical.scores(query)
+            top = float(raw.max()) if len(raw) else 0.0
+            if top > 0:
+                damp = min(1.0, top / self.weights.bm25_saturation)
+                parts["lexical"] = (raw / top) * damp
+            else:
+                parts["lexical"] = np.zeros(n, dtype=np.float32)
+        if "dense" in use and self._encoder is not None and n:
+            cos, best_row = self._dense_scores(focus[:2000] if not context else f"{focus[:1500]}\n{context[:500]}")
+            w = self.weights
+            parts["dense"] = np.clip((cos - w.dense_floor) / (w.dense_ceiling - w.dense_floor), 0.0, 1.0)
+            parts["_cos"] = cos
+        return parts, signals, hits, terms, best_row
+
+    # ------------------------------------------------------------ search
+
+    def search(self, text: str, k: int = 5, use: tuple[str, ...] = SCORERS, context: str = "", cancel: threading.Event | None = None) -> Answer:
+        parts, signals, hits, terms, best_row = self.score(text, use, context)
+        w = self.weights
+        n = len(self.docs)
+        weights = {"signature": w.signature, "lexical": w.lexical, "dense": w.dense}
+        active = [s for s in SCORERS if s in parts]
+        total_w = sum(weights[s] for s in active) or 1.0
+        fused = np.zeros(n, dtype=np.float32)
+        for s in active:
+            fused += weights[s] * parts[s]
+        fused /= total_w
+        # A signature hit is near-certain evidence: let it lift the case on its own.
+        if "signature" in parts:
+            sig = parts["signature"]
+            fused = np.where(sig > 0, np.maximum(fused, 0.5 + 0.45 * sig + 0.05 * fused), fused)
+        order = np.argsort(-fused, kind="stable")[:k]
+        results: list[Result] = []
+        for i in order:
+            if fused[i] <= 0:
+                continue
+            results.append(self._result(int(i), float(fused[i]), parts, hits, terms, best_row))
+        top = results[0].score if results else 0.0
+        abstained = top < w.abstain_below
+        searched = [l.text.strip() for l in signals.error_lines][:12] or [signals.focus_text.strip()[:300]]
+        notes = list(self.index.status.notes)
+        if self.index.status.problems:
+            notes.append(f"{len(self.index.status.problems)} case file(s) skipped because of errors; run `kb check`")
+        if "dense" in use and "dense" not in parts:
+            notes.append(f"dense search not used: {self.dense_error or 'model not loaded yet'}")
+        if signals.truncated:
+            notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
+        return Answer(text, abstained, [] if abstained else results, signals, searched, "dense" in parts, notes)
+
+    def _result(self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray) -> Result:
+        doc = self.docs[i]
+        why: list[str] = []
+        matched: list[str] = []
+        for h in hits.get(doc["id"], [])[:3]:
+            why.append(f"signature {h.signature!r} matched: {h.line[:200]}")
+            matched.append(h.line)
+        if "lexical" in parts and parts["lexical"][i] > 0:
+            shared = self.lexical.shared_terms(i, terms)
+            if shared:
+                why.append("shared terms: " + ", ".join(shared))
+        if "_cos" in parts and best_row[i] >= 0:
+            row = int(best_row[i])
+            local = row - int(np.searchsorted(self.index.row_case, i))
+            texts = doc["dense_texts"]
+            label = texts[local] if 0 <= local < len(texts) else doc["title"]
+            why.append(f"dense similarity {float(parts['_cos'][i]):.2f} to: {label[:160]}")
+        scores = {s: float(parts[s][i]) for s in SCORERS if s in parts}
+        confidence = "high" if score >= 0.7 else "medium" if score >= 0.45 else "low"
+        return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, confidence, scores, why, matched)

@@ -1,0 +1,247 @@
+"""From a messy paste to the lines that carry the error.
+
+Steps, each small and bounded:
+1. cap: a huge paste keeps its head, its tail and the error-looking lines of
+   the middle, so a 100 MB log costs bounded time;
+2. clean each line: ANSI codes, carriage-return progress bars, Ray prefixes
+   such as `(WorkerDict pid=.., ip=..)`, timestamps and rank prefixes;
+3. collapse repeats: the same line from 64 ranks becomes one line with a count
+   (compared after normalisation, so rank numbers and pids do not split it);
+4. classify: an ordered list of small extractors marks exception lines,
+   chained tracebacks, `NCCL WARN`, `CUDA error`, `(raylet)` and `Killed`.
+
+Normalisation replaces variable parts with typed tokens (<path>, <ip>, <hex>,
+<uuid>, <num>, ...), in the manner of Sentry's message parameterisation.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+MAX_SCAN_CHARS = 4_000_000  # beyond this only head, tail and error-looking lines are read
+HEAD_CHARS = 500_000
+TAIL_CHARS = 2_500_000
+MAX_MIDDLE_LINES = 2_000
+MAX_LINE_CHARS = 4_000  # longer lines are cut (a 10 MB single line is not an error message)
+MAX_ERROR_LINES = 40
+
+ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+RAY_PREFIX_RE = re.compile(
+    r"^\s*\((?P<who>[A-Za-z_][\w.:\-]*(?:\s+[\w.:\-]+)?)?\s*(?:pid=\d+)?(?:,\s*ip=[0-9a-fA-F.:]+)?(?:,\s*[\w]+=[\w.\-]+)*\)\s+"
+)
+RAY_RAYLET_RE = re.compile(r"^\s*\((?:raylet|gcs_server|autoscaler|dashboard)[^)]*\)\s*", re.I)
+TIMESTAMP_RES = [
+    re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"),
+    re.compile(r"^\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s*"),
+    re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+"),  # glog: I1130 02:14:35.123456 12345
+    re.compile(r"^[A-Z][a-z]{2} \d{1,2} \d{2}:\d{2}:\d{2}\s+"),  # syslog: Nov 30 02:14:35
+    re.compile(r"^\[\d+\.\d+\]\s*"),  # dmesg: [12345.678901]
+]
+LEVEL_PREFIX_RE = re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|\-]?\s+(?=\S)")
+RANK_PREFIX_RES = [
+    re.compile(r"^\[rank\d+\]:\s*", re.I),
+    re.compile(r"^\[default\d+\]:\s*"),
+    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s*"),
+    re.compile(r"^rank\s*\d+\s*:\s*", re.I),
+    re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] (?=NCCL )"),  # NCCL: host:pid:tid [dev] NCCL WARN
+]
+
+SEVERITY_BRACKET_RE = re.compile(r"^\[[EF](?:\d{4})?[ \]]")  # torch/glog: [E1130 02:14:35 ProcessGroupNCCL.cpp:828]
+
+# Normalisation: order matters (uuid before hex, ip before num, path before num).
+NORMALISERS: list[tuple[str, re.Pattern[str]]] = [
+    ("<uuid>", re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")),
+    ("<time>", re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b")),
+    ("<ip>", re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9a-fA-F:]{3,}\](?::\d+)?")),
+    ("<addr>", re.compile(r"\b0x[0-9a-fA-F]+\b")),
+    ("<path>", re.compile(r"(?:[A-Za-z]:\\|~?/|\.\.?/)[\w.\-+@/\\]*[\w+]")),
+    ("<hex>", re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{12,}\b")),
+    ("pid=<pid>", re.compile(r"\bpid=\d+")),
+    ("rank <rank>", re.compile(r"\b[Rr]ank\s*\d+")),
+    ("<num>", re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")),
+]
+
+EXCEPTION_RE = re.compile(
+    r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Full|NotFound|Died|Timeout))"
+    r"(?:\([^)]*\))?(?::\s|$)"
+)
+EMBEDDED_EXC_RE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)(?:\([^)]*\))?: ")
+TRACEBACK_START = "Traceback (most recent call last):"
+CHAIN_MARKERS = (
+    "The above exception was the direct cause of the following exception",
+    "During handling of the above exception, another exception occurred",
+)
+FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
+KEYWORD_RE = re.compile(
+    r"error|exception|traceback|fail|fatal|killed|abort|assert|panic|segmentation fault|sigsegv|sigbus|"
+    r"bus error|out of memory|oom|timed? ?out|refused|denied|not found|no such|cannot|can't|unable|invalid|"
+    r"undefined|mismatch|exceed|nan\b|inf\b|warn",
+    re.I,
+)
+MIDDLE_RE = re.compile(r"^.*(?:Error|Exception|WARN|Traceback|Killed|FAILED|error:|fatal).*$", re.M)
+
+
+@dataclass
+class SignalLine:
+    text: str  # cleaned line
+    norm: str  # normalised (typed tokens), used to collapse repeats
+    count: int = 1
+    kinds: set[str] = field(default_factory=set)
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.kinds - {"frame", "context"})
+
+
+@dataclass
+class Signals:
+    lines: list[SignalLine]  # every distinct cleaned line, first-seen order
+    error_lines: list[SignalLine]  # the lines that carry the error, in order
+    truncated: bool = False
+    original_chars: int = 0
+
+    @property
+    def cleaned_text(self) -> str:
+        return "\n".join(line.text for line in self.lines)
+
+    @property
+    def focus_text(self) -> str:
+        """What the scorers should read: the error lines, else the whole cleaned text."""
+        if self.error_lines:
+            return "\n".join(line.text for line in self.error_lines)
+        return self.cleaned_text
+
+
+def normalise(line: str) -> str:
+    for token, pattern in NORMALISERS:
+        line = pattern.sub(token, line)
+    return line
+
+
+def clean_line(raw: str) -> tuple[str, set[str]]:
+    """Strip noise from one physical line; return the text and kinds learnt from prefixes."""
+    kinds: set[str] = set()
+    if "\r" in raw:
+        parts = [p for p in raw.split("\r") if p.strip()]
+        raw = parts[-1] if parts else ""
+    line = ANSI_RE.sub("", raw)
+    line = CONTROL_RE.sub("", line)
+    if len(line) > MAX_LINE_CHARS:
+        line = line[:MAX_LINE_CHARS]
+    for _ in range(4):  # prefixes stack: "[rank0]:[E...] (WorkerDict pid=1) 2024-... ERROR ..."
+        before = line
+        m = RAY_RAYLET_RE.match(line)
+        if m:
+            kinds.add("raylet" if "raylet" in m.group(0).lower() else "ray")
+            line = line[m.end():]
+        m = RAY_PREFIX_RE.match(line)
+        if m and ("pid=" in m.group(0) or "ip=" in m.group(0)):
+            line = line[m.end():]
+        for rx in RANK_PREFIX_RES + TIMESTAMP_RES:
+            m = rx.match(line)
+            if m:
+                if m.group(0)[:1] in "EF" and rx is TIMESTAMP_RES[2]:
+                    kinds.add("logged-error")
+                line = line[m.end():]
+        m = LEVEL_PREFIX_RE.match(line)
+        if m:
+            if m.group(0).startswith(("ERROR", "CRITICAL")):
+                kinds.add("logged-error")
+            line = line[m.end():]
+        if SEVERITY_BRACKET_RE.match(line):
+            kinds.add("logged-error")
+        if line == before:
+            break
+    return line.rstrip(), kinds
+
+
+def _cap(text: str) -> tuple[str, bool]:
+    if len(text) <= MAX_SCAN_CHARS:
+        return text, False
+    head = text[:HEAD_CHARS]
+    tail = text[-TAIL_CHARS:]
+    middle = text[HEAD_CHARS:-TAIL_CHARS]
+    picked = []
+    for m in MIDDLE_RE.finditer(middle):
+        picked.append(m.group(0)[:MAX_LINE_CHARS])
+        if len(picked) >= MAX_MIDDLE_LINES:
+            break
+    return head + "\n" + "\n".join(picked) + "\n" + tail, True
+
+
+def _classify(lines: list[SignalLine]) -> None:
+    in_traceback = False
+    for i, line in enumerate(lines):
+        text = line.text.strip()
+        if not text:
+            continue
+        if text.startswith(TRACEBACK_START):
+            line.kinds.add("traceback")
+            in_traceback = True
+            continue
+        if any(marker in text for marker in CHAIN_MARKERS):
+            line.kinds.add("chain")
+            continue
+        if FRAME_RE.match(line.text):
+            line.kinds.add("frame")
+            continue
+        if EXCEPTION_RE.match(text) or (not text.startswith("raise ") and EMBEDDED_EXC_RE.search(text)):
+            line.kinds.add("exception")
+            in_traceback = False
+        if "NCCL WARN" in text or re.search(r"\bNCCL error\b", text, re.I):
+            line.kinds.add("nccl")
+        if re.search(r"CUDA error|CUDA out of memory|CUBLAS_STATUS|cudaError\w+|CUDA_ERROR_\w+", text):
+            line.kinds.add("cuda")
+        if re.search(r"^Killed\b|Out of memory: Kill|oom-kill|OOM killer|killed by the OOM", text, re.I):
+            line.kinds.add("killed")
+        if "raylet" in line.kinds and KEYWORD_RE.search(text):
+            line.kinds.add("raylet-error")
+        if not line.kinds and KEYWORD_RE.search(text):
+            line.kinds.add("keyword")
+        if in_traceback and not line.kinds:
+            line.kinds.add("context")
+
+
+def extract(text: str) -> Signals:
+    """Clean, collapse and classify a paste. Never raises on odd input."""
+    original = len(text)
+    text, truncated = _cap(text)
+    by_norm: dict[str, SignalLine] = {}
+    order: list[SignalLine] = []
+    for raw in text.split("\n"):
+        cleaned, kinds = clean_line(raw)
+        if not cleaned.strip():
+            continue
+        norm = normalise(cleaned.strip())
+        existing = by_norm.get(norm)
+        if existing is not None:
+            existing.count += 1
+            existing.kinds |= kinds
+            continue
+        line = SignalLine(cleaned, norm, 1, set(kinds))
+        by_norm[norm] = line
+        order.append(line)
+    _classify(order)
+    errors = _select_error_lines(order)
+    return Signals(order, errors, truncated, original)
+
+
+def _select_error_lines(lines: list[SignalLine]) -> list[SignalLine]:
+    strong = {"exception", "nccl", "cuda", "killed", "raylet-error", "chain", "logged-error"}
+    picked: list[SignalLine] = []
+    for i, line in enumerate(lines):
+        if line.kinds & strong:
+            if "chain" in line.kinds:
+                continue
+            picked.append(line)
+        elif "frame" in line.kinds:
+            # the last frames before an exception name the function that failed
+            nxt = lines[i + 1] if i + 1 < len(lines) else None
+            nxt2 = lines[i + 2] if i + 2 < len(lines) else None
+            if (nxt and "exception" in nxt.kinds) or (nxt2 and "exception" in nxt2.kinds and "context" in nxt.kinds):
+                picked.append(line)
+    if not any(l.kinds & strong for l in picked):
+        picked = [l for l in lines if "keyword" in l.kinds]
+    return picked[-MAX_ERROR_LINES:] if len(picked) > MAX_ERROR_LINES else picked
