@@ -189,7 +189,7 @@ class Engine:
 
     # ------------------------------------------------------------ search
 
-    def search(self, text: str, k: int = 5, use: tuple[str, ...] = SCORERS, context: str = "", cancel: threading.Event | None = None) -> Answer:
+    def search(self, text: str, k: int = 5, use: tuple[str, ...] = SCORERS, context: str = "", abstain: bool = True) -> Answer:
         parts, signals, hits, terms, best_row = self.score(text, use, context)
         w = self.weights
         n = len(self.docs)
@@ -211,7 +211,7 @@ class Engine:
                 continue
             results.append(self._result(int(i), float(fused[i]), parts, hits, terms, best_row))
         top = results[0].score if results else 0.0
-        abstained = top < w.abstain_below
+        abstained = abstain and top < w.abstain_below
         searched = [l.text.strip() for l in signals.error_lines][:12] or [signals.focus_text.strip()[:300]]
         notes = list(self.index.status.notes)
         if self.index.status.problems:

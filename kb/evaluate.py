@@ -1,0 +1,131 @@
+"""Search quality on labelled queries: Recall@1/3/5, MRR and abstention, per scorer and fused.
+
+A query line is `{"query": ..., "expected": [ids]}`; an empty `expected` means
+kb should abstain. Queries whose expected ids are not among the loaded cases
+are skipped (reported), so the figures are honest for a partial corpus.
+Single scorers are ranked without abstention (their best case); the fused
+ranking counts an abstention on an in-scope query as a miss.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .search import SCORERS, Engine
+
+KS = (1, 3, 5)
+
+
+class EvalFileError(Exception):
+    pass
+
+
+@dataclass
+class EvalQuery:
+    id: str
+    query: str
+    expected: list[str]
+    line: int
+
+
+def load_queries(path: Path) -> list[EvalQuery]:
+    queries: list[EvalQuery] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EvalFileError(f"cannot read {path}: {exc}") from exc
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as exc:
+            raise EvalFileError(f"{path}:{n}: not JSON: {exc}") from exc
+        if not isinstance(obj, dict) or not isinstance(obj.get("query"), str) or not isinstance(obj.get("expected"), list):
+            raise EvalFileError(f"{path}:{n}: needs \"query\" (string) and \"expected\" (list of case ids)")
+        queries.append(EvalQuery(str(obj.get("id", n)), obj["query"], [str(e) for e in obj["expected"]], n))
+    return queries
+
+
+def _metrics(ranks: list[int | None]) -> dict[str, float]:
+    n = len(ranks) or 1
+    out = {f"recall@{k}": sum(1 for r in ranks if r is not None and r <= k) / n for k in KS}
+    out["mrr"] = sum(1.0 / r for r in ranks if r is not None) / n
+    return out
+
+
+def _rank(result_ids: list[str], expected: list[str]) -> int | None:
+    for i, rid in enumerate(result_ids, 1):
+        if rid in expected:
+            return i
+    return None
+
+
+def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
+    known = {d["id"] for d in engine.docs}
+    in_scope = [q for q in queries if q.expected and all(e in known for e in q.expected)]
+    out_scope = [q for q in queries if not q.expected]
+    skipped = [q.id for q in queries if q.expected and not all(e in known for e in q.expected)]
+    scorers = [s for s in SCORERS if s != "dense" or engine.dense_ready]
+    report: dict[str, Any] = {
+        "queries": len(queries),
+        "in_scope": len(in_scope),
+        "out_of_scope": len(out_scope),
+        "skipped": skipped,
+        "dense": engine.dense_ready,
+        "scorers": {},
+    }
+    for scorer in scorers:
+        ranks = [_rank([r.id for r in engine.search(q.query, k=5, use=(scorer,), abstain=False).results], q.expected) for q in in_scope]
+        report["scorers"][scorer] = _metrics(ranks)
+    fused_ranks: list[int | None] = []
+    failures: list[dict[str, Any]] = []
+    for q in in_scope:
+        ans = engine.search(q.query, k=5, use=tuple(scorers))
+        ids = [r.id for r in ans.results]
+        rank = _rank(ids, q.expected)
+        fused_ranks.append(rank)
+        if rank != 1:
+            failures.append({"id": q.id, "expected": q.expected, "got": ids[:3], "abstained": ans.abstained,
+                             "top_score": round(ans.results[0].score, 3) if ans.results else None})
+    report["scorers"]["fused"] = _metrics(fused_ranks)
+    abstained_out = 0
+    for q in out_scope:
+        ans = engine.search(q.query, k=5, use=tuple(scorers))
+        if ans.abstained:
+            abstained_out += 1
+        else:
+            failures.append({"id": q.id, "expected": [], "got": [r.id for r in ans.results[:3]], "abstained": False,
+                             "top_score": round(ans.results[0].score, 3) if ans.results else None})
+    abstained_in = sum(1 for f in failures if f["expected"] and f["abstained"])
+    total_abstained = abstained_out + abstained_in
+    report["abstention"] = {
+        "should_abstain": len(out_scope),
+        "abstained_correctly": abstained_out,
+        "abstained_wrongly": abstained_in,
+        "precision": abstained_out / total_abstained if total_abstained else 1.0,
+        "recall": abstained_out / len(out_scope) if out_scope else 1.0,
+    }
+    report["failures"] = failures
+    return report
+
+
+def format_report(report: dict[str, Any]) -> str:
+    lines = [
+        f"{report['queries']} queries: {report['in_scope']} in scope, {report['out_of_scope']} should abstain, "
+        f"{len(report['skipped'])} skipped (expected case not loaded)"
+    ]
+    lines.append(f"{'scorer':<10} {'R@1':>6} {'R@3':>6} {'R@5':>6} {'MRR':>6}")
+    for name, m in report["scorers"].items():
+        lines.append(f"{name:<10} {m['recall@1']:>6.3f} {m['recall@3']:>6.3f} {m['recall@5']:>6.3f} {m['mrr']:>6.3f}")
+    a = report["abstention"]
+    lines.append(f"abstention: {a['abstained_correctly']}/{a['should_abstain']} out-of-scope abstained "
+                 f"(recall {a['recall']:.2f}), precision {a['precision']:.2f} ({a['abstained_wrongly']} in-scope wrongly abstained)")
+    if not report["dense"]:
+        lines.append("note: dense scorer unavailable; fused = signature + lexical")
+    for f in report["failures"]:
+        lines.append(f"  miss {f['id']}: expected {f['expected'] or 'abstain'}, got {f['got']} (top {f['top_score']}{', abstained' if f['abstained'] else ''})")
+    return "\n".join(lines)
