@@ -324,8 +324,10 @@ def run_check(
     started_at = _now_iso()
     base = dict(case=case.id, name=check.name, params=plan.values, interpreter=plan.interpreter_desc, started_at=started_at)
 
-    reason = _skip_or_none(check, python)
-    if reason:
+    if cancel_event is not None and cancel_event.is_set():
+        # Cancelled before it started (e.g. queued in kb doctor): do not start it at all.
+        result = CheckResult(verdict=INCONCLUSIVE, exit_code=None, duration_s=0.0, output="", reason="cancelled", **base)
+    elif reason := _skip_or_none(check, python):
         result = CheckResult(verdict=SKIPPED, exit_code=None, duration_s=0.0, output="", reason=reason, **base)
     else:
         result = _execute(plan, on_output, cancel_event, output_cap, stream_cap, kill_grace, base)

@@ -69,6 +69,17 @@ def test_doctor_runs_checks_in_parallel(write_case, tmp_path):
     assert [r.verdict for r in report.results] == ["ruled out"] * 3
 
 
+def test_doctor_cancelled_before_start_runs_nothing(doctor_cases):
+    import threading
+
+    folder, ran = doctor_cases
+    cancel = threading.Event()
+    cancel.set()
+    report = run_doctor(load_cases([folder], include_builtin=False).cases, progress=False, cancel_event=cancel)
+    assert {(r.verdict, r.reason) for r in report.results} == {("inconclusive", "cancelled")}
+    assert list(ran.iterdir()) == []
+
+
 def test_kb_doctor_json(doctor_cases, capsys):
     folder, _ = doctor_cases
     assert main(["doctor", "--json", "--only", "--cases", str(folder), "--python", sys.executable]) == 0
