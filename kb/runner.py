@@ -350,9 +350,12 @@ def _execute(
     check = plan.check
     # A private folder (mode 0700) for the script: python puts the script's folder
     # first on sys.path, so a shared /tmp could shadow modules.
-    workdir = tempfile.mkdtemp(prefix="kb-check-")
+    try:
+        workdir = tempfile.mkdtemp(prefix="kb-check-")
+    except OSError as exc:
+        why = f"could not create a temporary folder for the check: {exc.strerror or exc}"
+        return CheckResult(verdict=INCONCLUSIVE, exit_code=None, duration_s=0.0, output="", reason=why, **base)
     script = Path(workdir) / (re.sub(r"[^a-z0-9-]", "", check.name) + (".py" if check.lang == "python" else ".sh"))
-    script.write_text(plan.code, encoding="utf-8")
     env = dict(os.environ)
     if check.lang == "python":
         env["PYTHONUNBUFFERED"] = "1"  # so a python check's output streams instead of arriving at exit
@@ -360,6 +363,7 @@ def _execute(
     start = time.monotonic()
     try:
         try:
+            script.write_text(plan.code, encoding="utf-8")
             proc = subprocess.Popen(
                 [*plan.interpreter, str(script)],
                 stdin=subprocess.DEVNULL,

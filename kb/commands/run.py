@@ -82,7 +82,7 @@ def check_python(explicit: str | None) -> None:
         raise UsageError(f"{tp.source} {tp.path!r} is not an executable file")
 
 
-def ask_missing(plans: list[Plan], case: Case, values: dict[str, str], interactive: bool) -> None:
+def ask_missing(plans: list[Plan], case: Case, values: dict[str, str], interactive: bool, out: TextIO) -> None:
     missing = sorted({name for plan in plans for name in plan.missing})
     if not missing:
         return
@@ -93,10 +93,11 @@ def ask_missing(plans: list[Plan], case: Case, values: dict[str, str], interacti
         param = case.params.get(name)
         desc = f" ({param.description})" if param else ""
         while True:
-            try:
-                answer = input(f"{name}{desc}: ")
-            except EOFError:
-                raise UsageError(f"no value for parameter {name!r}") from None
+            out.write(f"{name}{desc}: ")  # not input(): with --json, stdout is for the JSON alone
+            out.flush()
+            answer = sys.stdin.readline()
+            if not answer:
+                raise UsageError(f"no value for parameter {name!r}")
             if answer.strip():
                 values[name] = answer.strip()
                 break
@@ -146,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
 
     interactive = is_interactive()
-    ask_missing(plans, case, values, interactive)
+    ask_missing(plans, case, values, interactive, out)
     plans = [plan_check(case, c, values, args.python) for c in checks]
     if not args.yes:
         if not interactive:
