@@ -32,6 +32,7 @@ RAY_PREFIX_RE = re.compile(
     r"^\s*\((?P<who>[A-Za-z_][\w.:\-]*(?:\s+[\w.:\-]+)?)?\s*(?:pid=\d+)?(?:,\s*ip=[0-9a-fA-F.:]+)?(?:,\s*[\w]+=[\w.\-]+)*\)\s+"
 )
 RAY_RAYLET_RE = re.compile(r"^\s*\((?:raylet|gcs_server|autoscaler|dashboard)[^)]*\)\s*", re.I)
+RAY_LOG_RE = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d+ (?P<level>[IWEF]) \d+ \d+\]\s*")  # [2024-01-01 00:00:00,000 E 1 2]
 TIMESTAMP_RES = [
     re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"),
     re.compile(r"^\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s*"),
@@ -77,7 +78,7 @@ FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
 KEYWORD_RE = re.compile(
     r"error|exception|traceback|fail|fatal|killed|abort|assert|panic|segmentation fault|sigsegv|sigbus|"
     r"bus error|out of memory|oom|timed? ?out|refused|denied|not found|no such|cannot|can't|unable|invalid|"
-    r"undefined|mismatch|exceed|nan\b|inf\b|warn",
+    r"undefined|mismatch|exceed|nan\b|inf\b|warn|could not|not in struct|missing",
     re.I,
 )
 MIDDLE_RE = re.compile(r"^.*(?:Error|Exception|WARN|Traceback|Killed|FAILED|error:|fatal).*$", re.M)
@@ -138,6 +139,11 @@ def clean_line(raw: str) -> tuple[str, set[str]]:
             line = line[m.end():]
         m = RAY_PREFIX_RE.match(line)
         if m and ("pid=" in m.group(0) or "ip=" in m.group(0)):
+            line = line[m.end():]
+        m = RAY_LOG_RE.match(line)
+        if m:
+            if m.group("level") in "EF":
+                kinds.add("logged-error")
             line = line[m.end():]
         for rx in RANK_PREFIX_RES + TIMESTAMP_RES:
             m = rx.match(line)

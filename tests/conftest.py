@@ -72,3 +72,19 @@ def write_case(tmp_path):
         return folder
 
     return write
+
+
+@pytest.fixture(scope="session")
+def shared_index_dir(tmp_path_factory: pytest.TempPathFactory):
+    """One index of the built-in cases for the whole session (the first build exports the model)."""
+    return tmp_path_factory.mktemp("shared-index")
+
+
+@pytest.fixture(scope="session")
+def engine(shared_index_dir):
+    """The real engine over the real built-in cases and the real model, dense loaded."""
+    from kb.search import Engine
+
+    eng = Engine.open(index_dir=shared_index_dir, progress=False)
+    assert eng.load_dense(), eng.dense_error
+    return eng

@@ -1,0 +1,45 @@
+"""`kb show ID`: print a case (front matter summary and body)."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+from pathlib import Path
+
+from ..caseset import load_cases
+from ..cli import UsageError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("show", help="print a case")
+    p.add_argument("id", help="case id")
+    p.add_argument("--cases", action="append", type=Path, default=[], metavar="DIR", help="extra case folder (repeatable)")
+    p.add_argument("--json", action="store_true", help="print the case as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    caseset = load_cases(args.cases)
+    case = caseset.get(args.id)
+    if case is None:
+        hint = difflib.get_close_matches(args.id, [c.id for c in caseset.cases], n=3)
+        raise UsageError(f"no case {args.id!r}" + (f"; did you mean {', '.join(hint)}?" if hint else ""))
+    if args.json:
+        print(json.dumps({
+            "id": case.id, "title": case.title, "category": case.category, "path": str(case.path),
+            "tags": case.tags, "signatures": case.signatures, "symptoms": case.symptoms, "sources": case.sources,
+            "status": case.status, "reviewed": case.reviewed,
+            "params": {p.name: {"description": p.description, "default": p.default} for p in case.params.values()},
+            "checks": [{"name": c.name, "lang": c.lang, "timeout": c.timeout, "needs": list(c.needs), "doctor": c.doctor} for c in case.checks],
+            "sections": case.sections,
+        }, ensure_ascii=False, indent=2))
+        return 0
+    print(f"{case.id}  [{case.category}]  {case.path}")
+    print(case.body.strip())
+    print("\nSources:")
+    for s in case.sources:
+        print(f"  - {s}")
+    if case.checks:
+        print("\nChecks: " + ", ".join(c.name for c in case.checks) + f"   (run with: kb run {case.id} --check NAME)")
+    return 0

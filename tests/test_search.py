@@ -1,0 +1,112 @@
+"""Search over the real cases with the real model: ranking, explanations, abstention, CLI contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+NCCL_PASTE = """(WorkerDict pid=1234, ip=10.0.0.2) Traceback (most recent call last):
+(WorkerDict pid=1234, ip=10.0.0.2)   File "/verl/verl/workers/fsdp_workers.py", line 520, in init_model
+(WorkerDict pid=1234, ip=10.0.0.2) torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+(WorkerDict pid=1235, ip=10.0.0.3) torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+"""
+GO_PANIC = """panic: runtime error: invalid memory address or nil pointer dereference
+[signal SIGSEGV: segmentation violation code=0x1 addr=0x98 pc=0xe1d30f]
+
+goroutine 1 [running]:
+main.main()
+    /app/main.go:69 +0x1af"""
+
+
+def cli(*args: str, stdin: str | None = None, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, **(env_extra or {}))
+    return subprocess.run([sys.executable, "-m", "kb.cli", *args], input=stdin, capture_output=True, text=True, env=env, timeout=300)
+
+
+def test_nccl_paste_finds_the_case_first_with_reasons(engine) -> None:
+    answer = engine.search(NCCL_PASTE)
+    assert not answer.abstained
+    top = answer.results[0]
+    assert top.id == "nccl-unhandled-system-error"
+    assert top.confidence == "high"
+    assert any("signature" in w and "unhandled system error" in w for w in top.why)
+    assert any(w.startswith("shared terms:") for w in top.why)
+    assert any(w.startswith("dense similarity") for w in top.why)
+    assert any("unhandled system error" in line for line in answer.searched_for)
+
+
+def test_out_of_scope_paste_abstains(engine) -> None:
+    answer = engine.search(GO_PANIC)
+    assert answer.abstained and answer.results == []
+
+
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.", "vllm-kv-cache-insufficient"),
+        ("训练卡住了，没有任何日志输出，GPU 利用率一直是 0", "training-hang-no-progress"),
+        ("ModuleNotFoundError: No module named 'verl'", "verl-module-not-found"),
+    ],
+)
+def test_english_and_chinese_queries(engine, query: str, expected: str) -> None:
+    ids = [r.id for r in engine.search(query).results]
+    assert expected in ids[:3], ids
+
+
+def test_every_result_has_score_confidence_and_why(engine) -> None:
+    for r in engine.search("CUDA out of memory during update_actor").results:
+        assert 0 < r.score <= 1 and r.confidence in {"high", "medium", "low"} and r.why
+
+
+def test_fused_beats_single_scorer_on_a_paraphrase(engine) -> None:
+    # A description without the error text: signatures cannot help, the other scorers must.
+    query = "ray workers die one after another, the raylet says a worker was killed by an unexpected system error"
+    fused = [r.id for r in engine.search(query).results]
+    assert "ray-actor-died-unexpectedly" in fused[:3], fused
+
+
+def test_cli_json_shape_and_exit_codes(shared_index_dir: Path) -> None:
+    res = cli("search", "--index-dir", str(shared_index_dir), "--json", "-k", "3", NCCL_PASTE.splitlines()[2])
+    assert res.returncode == 0, res.stderr
+    obj = json.loads(res.stdout)
+    assert set(obj) >= {"query", "abstained", "results"}
+    assert obj["abstained"] is False and len(obj["results"]) <= 3
+    first = obj["results"][0]
+    assert set(first) >= {"id", "title", "category", "score", "confidence", "why"}
+    assert first["id"] == "nccl-unhandled-system-error"
+
+    res = cli("search", "--index-dir", str(shared_index_dir), "--json", "-", stdin=GO_PANIC)
+    assert res.returncode == 1
+    assert json.loads(res.stdout)["abstained"] is True
+
+    res = cli("search", "--index-dir", str(shared_index_dir), "-k", "0", "x")
+    assert res.returncode == 2 and "kb:" in res.stderr
+
+
+def test_cli_reads_pipe_and_file(shared_index_dir: Path, tmp_path: Path) -> None:
+    log = tmp_path / "incident.log"
+    log.write_bytes(NCCL_PASTE.encode() + b"\xff\xfe invalid utf-8 tail\n")
+    res = cli("search", "--index-dir", str(shared_index_dir), "--file", str(log))
+    assert res.returncode == 0 and "nccl-unhandled-system-error" in res.stdout.splitlines()[0]
+    res = cli("search", "--index-dir", str(shared_index_dir), stdin=NCCL_PASTE)
+    assert res.returncode == 0 and "nccl-unhandled-system-error" in res.stdout
+    res = cli("search", "--index-dir", str(shared_index_dir), "--file", str(tmp_path / "missing.log"))
+    assert res.returncode == 2 and "missing.log" in res.stderr
+
+
+def test_plain_output_when_not_a_terminal(shared_index_dir: Path) -> None:
+    res = cli("search", "--index-dir", str(shared_index_dir), "--explain", "No module named 'verl'")
+    assert "\x1b[" not in res.stdout
+    assert res.stdout.startswith("kb searched for:")
+
+
+def test_kb_show_and_unknown_id() -> None:
+    res = cli("show", "nccl-unhandled-system-error")
+    assert res.returncode == 0 and "## Verify" in res.stdout
+    res = cli("show", "nccl-unhandled-system-eror")
+    assert res.returncode == 2 and "did you mean nccl-unhandled-system-error" in res.stderr
