@@ -20,9 +20,10 @@ class LexicalIndex:
             self.retriever.index(self.doc_tokens, show_progress=False)
         self._token_sets = [set(t) for t in self.doc_tokens]
 
-    def scores(self, query: str) -> tuple[np.ndarray, list[str]]:
+    def scores(self, query: str, exclude: set[str] | None = None) -> tuple[np.ndarray, list[str]]:
         """BM25 score per case (in self.ids order) and the query terms known to the corpus."""
-        terms = list(dict.fromkeys(t for t in tokenize(query) if t in self.vocab))
+        skip = exclude or set()
+        terms = list(dict.fromkeys(t for t in tokenize(query) if t in self.vocab and t not in skip))
         if not terms or not self.ids:
             return np.zeros(len(self.ids), dtype=np.float32), terms
         return np.asarray(self.retriever.get_scores(terms), dtype=np.float32), terms

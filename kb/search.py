@@ -30,13 +30,16 @@ SCORERS = ("signature", "lexical", "dense")
 
 @dataclass(frozen=True)
 class Weights:
-    signature: float = 0.45
+    signature: float = 0.30
     lexical: float = 0.30
-    dense: float = 0.25
-    abstain_below: float = 0.30  # fused score of the top result
-    dense_floor: float = 0.25  # cosine that unrelated text reaches
-    dense_ceiling: float = 0.75  # cosine of a clear paraphrase
-    bm25_saturation: float = 12.0  # BM25 of a query that clearly hits a case
+    dense: float = 0.40
+    abstain_below: float = 0.25  # fused score of the top result
+    dense_floor: float = 0.20  # cosine that unrelated text reaches
+    dense_ceiling: float = 0.80  # cosine of a near-verbatim match
+    context_weight: float = 0.2  # BM25 weight of the non-error lines and earlier turns
+    bm25_saturation: float = 20.0  # BM25 of a query that clearly hits a case
+    sig_base: float = 0.5  # fused score floor of a case whose signature matched
+    sig_gain: float = 0.10
 
 
 DEFAULT_WEIGHTS = Weights()
@@ -86,6 +89,51 @@ class Answer:
             "dense": self.dense_used,
             "notes": self.notes,
         }
+
+
+@dataclass
+class RawScores:
+    """What the scorers found, before normalisation (kept apart so fusion can be studied)."""
+
+    signals: Signals
+    n: int
+    hits: dict[str, list[SignatureHit]] = field(default_factory=dict)
+    terms: list[str] = field(default_factory=list)
+    signature: np.ndarray | None = None
+    bm25: np.ndarray | None = None
+    bm25_context: np.ndarray | None = None
+    cos: np.ndarray | None = None
+    best_row: np.ndarray | None = None
+
+
+def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Normalise each scorer to [0, 1] and combine; returns (fused, parts)."""
+    n = raw.n
+    parts: dict[str, np.ndarray] = {}
+    if raw.signature is not None:
+        parts["signature"] = raw.signature
+    if raw.bm25 is not None:
+        bm = raw.bm25 + w.context_weight * (raw.bm25_context if raw.bm25_context is not None else 0)
+        top = float(bm.max()) if n else 0.0
+        # relative to the best case, damped when even the best case shares little with the query
+        parts["lexical"] = (bm / top) * min(1.0, top / w.bm25_saturation) if top > 0 else np.zeros(n, np.float32)
+    if raw.cos is not None:
+        parts["dense"] = np.clip((raw.cos - w.dense_floor) / (w.dense_ceiling - w.dense_floor), 0.0, 1.0)
+        parts["_cos"] = raw.cos
+    weights = {"signature": w.signature, "lexical": w.lexical, "dense": w.dense}
+    active = [s for s in SCORERS if s in parts]
+    fused = np.zeros(n, dtype=np.float32)
+    for s in active:
+        fused += weights[s] * parts[s]
+    fused /= sum(weights[s] for s in active) or 1.0
+    if "signature" in parts:
+        # A signature hit is near-certain evidence: it lifts the case on its own, and
+        # among several cases whose signatures matched, the other scorers decide.
+        sig = parts["signature"]
+        others = [s for s in active if s != "signature"]
+        rest = sum(weights[s] * parts[s] for s in others) / sum(weights[s] for s in others) if others else np.zeros(n, np.float32)
+        fused = np.where(sig > 0, np.maximum(fused, w.sig_base + w.sig_gain * sig + (1 - w.sig_base - w.sig_gain) * rest), fused)
+    return fused.astype(np.float32), parts
 
 
 class Engine:
@@ -153,57 +201,43 @@ class Engine:
                 best_row[case] = row
         return best, best_row
 
-    def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> tuple[dict[str, np.ndarray], Signals, dict[str, list[SignatureHit]], list[str], np.ndarray]:
+    def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> "RawScores":
+        """Run the scorers; raw numbers, not yet normalised or fused."""
         signals = extract(text)
         focus = signals.focus_text
         n = len(self.docs)
-        parts: dict[str, np.ndarray] = {}
-        hits: dict[str, list[SignatureHit]] = {}
-        terms: list[str] = []
-        best_row = np.full(n, -1, dtype=np.int64)
+        raw = RawScores(signals=signals, n=n)
         if "signature" in use:
             lines = [l.text for l in signals.lines]
             if len(lines) > 5000:  # huge paste: error lines and the tail carry the signature
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
-            hits = self.matcher.match(lines)
+            raw.hits = self.matcher.match(lines)
             sig = np.zeros(n, dtype=np.float32)
             pos = {d["id"]: i for i, d in enumerate(self.docs)}
-            for cid, h in hits.items():
+            for cid, h in raw.hits.items():
                 sig[pos[cid]] = signature_score(h)
-            parts["signature"] = sig
+            raw.signature = sig
+        rest = "\n".join(t for t in (signals.rest_text, context) if t)
         if "lexical" in use:
-            query = focus if not context else f"{focus}\n{context}"
-            raw, terms = self.lexical.scores(query)
-            top = float(raw.max()) if len(raw) else 0.0
-            if top > 0:
-                damp = min(1.0, top / self.weights.bm25_saturation)
-                parts["lexical"] = (raw / top) * damp
+            raw.bm25, raw.terms = self.lexical.scores(focus)
+            if rest:
+                raw.bm25_context, extra_terms = self.lexical.scores(rest, exclude=set(raw.terms))
+                raw.terms = raw.terms + extra_terms
             else:
-                parts["lexical"] = np.zeros(n, dtype=np.float32)
+                raw.bm25_context = np.zeros(n, dtype=np.float32)
         if "dense" in use and self._encoder is not None and n:
-            cos, best_row = self._dense_scores(focus[:2000] if not context else f"{focus[:1500]}\n{context[:500]}")
-            w = self.weights
-            parts["dense"] = np.clip((cos - w.dense_floor) / (w.dense_ceiling - w.dense_floor), 0.0, 1.0)
-            parts["_cos"] = cos
-        return parts, signals, hits, terms, best_row
+            # One encode: error lines first, then context; the model reads the first 256 tokens.
+            raw.cos, raw.best_row = self._dense_scores(f"{focus[:2000]}\n{rest[:1000]}" if rest else focus[:3000])
+        return raw
 
     # ------------------------------------------------------------ search
 
     def search(self, text: str, k: int = 5, use: tuple[str, ...] = SCORERS, context: str = "", abstain: bool = True) -> Answer:
-        parts, signals, hits, terms, best_row = self.score(text, use, context)
+        raw = self.score(text, use, context)
         w = self.weights
-        n = len(self.docs)
-        weights = {"signature": w.signature, "lexical": w.lexical, "dense": w.dense}
-        active = [s for s in SCORERS if s in parts]
-        total_w = sum(weights[s] for s in active) or 1.0
-        fused = np.zeros(n, dtype=np.float32)
-        for s in active:
-            fused += weights[s] * parts[s]
-        fused /= total_w
-        # A signature hit is near-certain evidence: let it lift the case on its own.
-        if "signature" in parts:
-            sig = parts["signature"]
-            fused = np.where(sig > 0, np.maximum(fused, 0.5 + 0.45 * sig + 0.05 * fused), fused)
+        signals = raw.signals
+        fused, parts = fuse(raw, w)
+        hits, terms, best_row = raw.hits, raw.terms, raw.best_row
         order = np.argsort(-fused, kind="stable")[:k]
         results: list[Result] = []
         for i in order:
@@ -216,11 +250,11 @@ class Engine:
         notes = list(self.index.status.notes)
         if self.index.status.problems:
             notes.append(f"{len(self.index.status.problems)} case file(s) skipped because of errors; run `kb check`")
-        if "dense" in use and "dense" not in parts:
+        if "dense" in use and raw.cos is None:
             notes.append(f"dense search not used: {self.dense_error or 'model not loaded yet'}")
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
-        return Answer(text, abstained, [] if abstained else results, signals, searched, "dense" in parts, notes)
+        return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes)
 
     def _result(self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray) -> Result:
         doc = self.docs[i]
@@ -233,7 +267,7 @@ class Engine:
             shared = self.lexical.shared_terms(i, terms)
             if shared:
                 why.append("shared terms: " + ", ".join(shared))
-        if "_cos" in parts and best_row[i] >= 0:
+        if "_cos" in parts and best_row is not None and best_row[i] >= 0:
             row = int(best_row[i])
             local = row - int(np.searchsorted(self.index.row_case, i))
             texts = doc["dense_texts"]

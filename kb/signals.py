@@ -108,6 +108,14 @@ class Signals:
         return "\n".join(line.text for line in self.lines)
 
     @property
+    def rest_text(self) -> str:
+        """The lines that are not error lines (context for the scorers, weighted less)."""
+        if not self.error_lines:
+            return ""
+        picked = {id(l) for l in self.error_lines}
+        return "\n".join(l.text for l in self.lines if id(l) not in picked)
+
+    @property
     def focus_text(self) -> str:
         """What the scorers should read: the error lines, else the whole cleaned text."""
         if self.error_lines:
@@ -206,8 +214,9 @@ def _classify(lines: list[SignalLine]) -> None:
             line.kinds.add("raylet-error")
         if not line.kinds and KEYWORD_RE.search(text):
             line.kinds.add("keyword")
-        if in_traceback and not line.kinds:
-            line.kinds.add("context")
+        prev = lines[i - 1] if i else None
+        if not line.kinds and (in_traceback or (prev is not None and "frame" in prev.kinds)):
+            line.kinds.add("context")  # the source line printed under a frame
 
 
 def extract(text: str) -> Signals:
@@ -249,5 +258,6 @@ def _select_error_lines(lines: list[SignalLine]) -> list[SignalLine]:
             if (nxt and "exception" in nxt.kinds) or (nxt2 and "exception" in nxt2.kinds and "context" in nxt.kinds):
                 picked.append(line)
     if not any(l.kinds & strong for l in picked):
-        picked = [l for l in lines if "keyword" in l.kinds]
+        # No real error line: this is a description (or a log without one); read all of it.
+        return []
     return picked[-MAX_ERROR_LINES:] if len(picked) > MAX_ERROR_LINES else picked

@@ -90,8 +90,13 @@ class SignatureMatcher:
 
 
 def signature_score(hits: list[SignatureHit]) -> float:
-    """Best hit, plus a little for each further distinct signature that matched."""
+    """Best hit, plus a little for each further pasted line the case explains.
+
+    Counting distinct lines rather than signatures: three signatures of one case
+    that all match the same exception line are one piece of evidence, while a
+    case that also explains the failing frame explains more of the paste.
+    """
     if not hits:
         return 0.0
     best = max(h.specificity for h in hits)
-    return min(1.0, best + 0.05 * (len({h.signature for h in hits}) - 1))
+    return min(1.0, best + 0.1 * (len({h.line for h in hits}) - 1))
