@@ -31,12 +31,17 @@ STOPWORDS = frozenset(
 
 
 def _stem(word: str) -> str:
-    """Fold simple English inflections; identifiers and short words are left alone."""
-    if len(word) <= 4 or not word.isalpha():
+    """Fold simple English inflections; identifiers and very short words are left alone."""
+    if len(word) < 4 or not word.isalpha():
         return word
-    for suffix, min_len in (("ing", 6), ("ed", 5), ("es", 5), ("s", 4)):
-        if word.endswith(suffix) and len(word) - len(suffix) >= min_len - len(suffix) and not word.endswith("ss"):
-            return word[: -len(suffix)]
+    if len(word) > 5 and word.endswith("ing"):
+        return word[:-3]
+    if len(word) > 4 and word.endswith("ed"):
+        return word[:-2]
+    if len(word) > 4 and word.endswith("es") and word[-3] in "sxz":
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
     return word
 
 

@@ -1,0 +1,46 @@
+"""The BM25 tokenizer keeps identifiers whole, splits them too, and handles Chinese."""
+
+from kb.tokenize import tokenize
+
+
+def test_identifiers_stay_whole_and_yield_parts() -> None:
+    toks = tokenize("tokenizer.pad_token_id is None")
+    assert "pad_token_id" in toks and {"pad", "token", "id"} <= set(toks)
+
+
+def test_env_var_names_are_kept() -> None:
+    assert "nccl_p2p_disable" in tokenize("export NCCL_P2P_DISABLE=1")
+
+
+def test_config_keys_yield_each_level() -> None:
+    toks = tokenize("actor_rollout_ref.rollout.gpu_memory_utilization=0.5")
+    assert {"actor_rollout_ref", "gpu_memory_utilization", "rollout", "gpu", "memory"} <= set(toks)
+
+
+def test_camel_case_exception_names() -> None:
+    toks = tokenize("torch.distributed.DistBackendError")
+    assert {"distbackenderror", "dist", "backend", "error", "torch"} <= set(toks)
+
+
+def test_numbers_and_hex_are_dropped() -> None:
+    assert tokenize("12345 0x7f3a 9d1e5f6a7b8c 3.14") == []
+
+
+def test_chinese_unigrams_and_bigrams() -> None:
+    toks = tokenize("训练卡住")
+    assert toks == ["训", "练", "卡", "住", "训练", "练卡", "卡住"]
+
+
+def test_mixed_chinese_and_english() -> None:
+    toks = tokenize("显存OOM了")
+    assert "oom" in toks and "显存" in toks
+
+
+def test_inflections_fold_together() -> None:
+    assert tokenize("hangs")[0] == tokenize("hanging")[0] == tokenize("hang")[0]
+    assert tokenize("nans") == tokenize("nan")
+    assert tokenize("loss") == ["loss"]
+
+
+def test_stopwords_removed() -> None:
+    assert tokenize("the and of to") == []
