@@ -1,0 +1,1 @@
+"""The kb terminal app (Textual). It calls `kb` only; `kb` never imports it."""

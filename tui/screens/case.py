@@ -1,0 +1,223 @@
+"""One case in full: the Markdown body, its checks, and the output of the checks run here."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Label, Markdown, OptionList, Static
+from textual.widgets.option_list import Option
+from textual.worker import Worker, WorkerState
+
+from kb.casefile import Case, Check
+from kb.paths import builtin_cases_dir
+from kb.runner import CheckResult, interpreter_for, run_check
+
+from ..messages import CheckFinished, ChecksDone, CheckStarted
+from ..widgets.check_output import CheckOutput
+from ..widgets.transcript import VERDICT_STYLE
+from .confirm import ConfirmRunScreen
+
+
+def display_path(path: Path) -> str:
+    """Built-in cases relative to the checkout (`cases/...`), others in full."""
+    try:
+        return str(path.relative_to(builtin_cases_dir().parent))
+    except ValueError:
+        return str(path)
+
+
+def check_prompt(check: Check, verdict: str = "") -> Text:
+    t = Text()
+    t.append(check.name, style="bold")
+    t.append(f"  {check.lang}", style="dim")
+    if check.needs:
+        t.append(" · needs " + ",".join(check.needs), style="dim")
+    if verdict:
+        t.append("\n  ")
+        t.append(verdict, style=VERDICT_STYLE.get(verdict, "bold"))
+    elif check.description:
+        t.append("\n  " + check.description[:80], style="italic dim")
+    return t
+
+
+class CaseScreen(Screen[None]):
+    """Opened from a card. Checks run only after the confirm dialog says yes."""
+
+    BINDINGS = [
+        Binding("escape", "back_or_cancel", "Back / cancel check"),
+        Binding("r", "run_selected", "Run check"),
+        Binding("a", "run_all", "Run all"),
+        Binding("x", "cancel_check", "Cancel check", show=False),
+        Binding("c", "copy_check", "Copy check"),
+        Binding("s", "copy_signatures", "Copy signatures"),
+        Binding("f", "copy_fix", "Copy fix"),
+        Binding("tab", "focus_next", "Next pane", show=False),
+    ]
+
+    def __init__(self, case: Case, python: str | None = None) -> None:
+        super().__init__()
+        self.case = case
+        self.python = python
+        self.verdicts: dict[str, str] = {}
+        self.results: list[CheckResult] = []
+        self.cancel_event: threading.Event | None = None
+        self.last_params: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        c = self.case
+        head = Text()
+        head.append(c.title, style="bold")
+        head.append(f"\n{c.id} · {c.category} · {c.status}", style="dim")
+        head.append(f" · {display_path(c.path)}", style="dim")
+        yield Static(head, id="case-head")
+        with Horizontal(id="case-main"):
+            with VerticalScroll(id="case-body"):
+                yield Markdown(c.body, id="case-md")
+            with Vertical(id="case-side"):
+                yield Label(f"Checks ({len(c.checks)})", classes="side-title")
+                options = [Option(check_prompt(ch), id=ch.name) for ch in c.checks]
+                yield OptionList(*options, id="checks")
+                yield CheckOutput(id="check-output")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        checks = self.query_one("#checks", OptionList)
+        if self.case.checks:
+            checks.highlighted = 0
+            checks.focus()
+        else:
+            self.query_one(CheckOutput).set_status(Text("This case has no checks.", style="dim"))
+            self.query_one("#case-body").focus()
+
+    # ------------------------------------------------------------ helpers
+
+    @property
+    def running(self) -> bool:
+        return self.cancel_event is not None
+
+    def selected_check(self) -> Check | None:
+        checks = self.query_one("#checks", OptionList)
+        if checks.highlighted is None or not self.case.checks:
+            return None
+        return self.case.checks[checks.highlighted]
+
+    def _copy(self, text: str, what: str) -> None:
+        if not text.strip():
+            self.notify(f"This case has no {what}.", severity="warning")
+            return
+        self.app.copy_to_clipboard(text)
+        self.notify(f"Copied {what} to the clipboard ({len(text.splitlines())} lines).")
+
+    # ------------------------------------------------------------ actions
+
+    def action_copy_check(self) -> None:
+        check = self.selected_check()
+        if check is None:
+            self.notify("No check selected.", severity="warning")
+            return
+        self._copy(check.code, f"the code of check {check.name}")
+
+    def action_copy_signatures(self) -> None:
+        self._copy("\n".join(s.removeprefix("regex:") for s in self.case.signatures), "signatures")
+
+    def action_copy_fix(self) -> None:
+        self._copy(self.case.section("Fix").strip(), "fix")
+
+    def action_back_or_cancel(self) -> None:
+        if self.running:
+            self.action_cancel_check()
+        else:
+            self.dismiss(None)
+
+    def action_cancel_check(self) -> None:
+        if self.cancel_event is not None:
+            self.cancel_event.set()
+            self.query_one(CheckOutput).set_status(Text("cancelling… (the check's process group is being killed)", style="bold yellow"))
+
+    @on(OptionList.OptionSelected, "#checks")
+    def _check_chosen(self) -> None:
+        self.action_run_selected()
+
+    def action_run_selected(self) -> None:
+        check = self.selected_check()
+        if check is not None:
+            self.ask_to_run([check])
+
+    def action_run_all(self) -> None:
+        if self.case.checks:
+            self.ask_to_run(list(self.case.checks))
+
+    def ask_to_run(self, checks: list[Check]) -> None:
+        if self.running:
+            self.notify("A check is running; Esc cancels it.", severity="warning")
+            return
+        dialog = ConfirmRunScreen(self.case, checks, self.python, self.last_params)
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.last_params = dict(dialog.given)
+                self.start_checks(checks, dict(dialog.given))
+            else:
+                self.notify("Nothing was run.")
+
+        self.app.push_screen(dialog, answered)
+
+    def start_checks(self, checks: list[Check], params: dict[str, str]) -> None:
+        self.cancel_event = threading.Event()
+        self._run_checks(checks, params, self.cancel_event, self.query_one(CheckOutput))
+
+    # ------------------------------------------------------------ the worker
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="checks", description="running checks")
+    def _run_checks(self, checks: list[Check], params: dict[str, str], cancel: threading.Event, output: CheckOutput) -> None:
+        for check in checks:
+            if cancel.is_set():
+                break
+            # Only this check's placeholders: run_check plans with exactly these.
+            values = {k: v for k, v in params.items() if k in check.placeholders()}
+            interpreter = interpreter_for(check, self.python)[1]
+            # Through the same buffer as the output, so the header always comes first.
+            output.feed(f"$ {check.name}  ({interpreter})\n")
+            self.post_message(CheckStarted(self.case.id, check.name, interpreter))
+            result = run_check(self.case, check, values, python=self.python, on_output=output.feed, cancel_event=cancel)
+            finished = CheckFinished(self.case.title, result)
+            self.post_message(finished)
+            # The app records it in the conversation even if this screen is closed meanwhile.
+            self.app.post_message(CheckFinished(self.case.title, result))
+        self.post_message(ChecksDone())
+
+    def on_check_started(self, event: CheckStarted) -> None:
+        self.query_one(CheckOutput).start(event.name, event.interpreter)
+
+    def on_check_finished(self, event: CheckFinished) -> None:
+        r = event.result
+        self.results.append(r)
+        self.verdicts[r.name] = r.verdict
+        out = self.query_one(CheckOutput)
+        out.flush()
+        out.query_one("#check-log").write_line(f"→ {r.verdict}: {r.reason} ({r.duration_s:.2f} s)")
+        out.set_status(Text.assemble((r.name, "bold"), ": ", (r.verdict, VERDICT_STYLE.get(r.verdict, "bold")), (f" — {r.reason}", "dim")))
+        checks = self.query_one("#checks", OptionList)
+        for i, ch in enumerate(self.case.checks):
+            if ch.name == r.name:
+                checks.replace_option_prompt_at_index(i, check_prompt(ch, r.verdict))
+
+    def on_checks_done(self, _: ChecksDone) -> None:
+        self.cancel_event = None
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.group == "checks" and event.state == WorkerState.ERROR:
+            self.cancel_event = None
+            self.query_one(CheckOutput).set_status(Text(f"the check could not run: {event.worker.error}", style="bold red"))
+
+    def on_unmount(self) -> None:
+        # Leaving the screen never leaves a check running in the background.
+        if self.cancel_event is not None:
+            self.cancel_event.set()

@@ -1,0 +1,240 @@
+"""The main screen: transcript above, prompt below, status line, footer."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+from textual.worker import Worker, WorkerState, get_current_worker
+
+from kb.search import SCORERS
+
+from ..conversation import Conversation, Turn
+from ..messages import SearchDone, SearchFailed
+from ..widgets.card import CaseCard
+from ..widgets.prompt import Attachment, PromptArea
+from ..widgets.transcript import Transcript
+
+if TYPE_CHECKING:
+    from ..app import KbApp
+
+TOP_K = 5
+FAST = ("signature", "lexical")
+
+WELCOME = (
+    "kb — error cases for verl / LLM post-training, offline.\n"
+    "Paste an error or a log tail (or a path to a log file), or describe the symptom in English or 中文, and press Enter.\n"
+    "Follow-up messages refine the same search; ctrl+n starts over. F1 lists every key."
+)
+
+
+class ChatScreen(Screen[None]):
+    BINDINGS = [
+        Binding("escape", "cancel_search", "Cancel search"),
+        Binding("ctrl+n", "new_conversation", "New chat"),
+        Binding("ctrl+o", "open_top", "Open top case"),
+        Binding("ctrl+r", "new_case", "New case from paste"),
+        Binding("ctrl+s", "export", "Export report"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = Conversation()
+
+    @property
+    def kb(self) -> "KbApp":
+        return self.app  # type: ignore[return-value]
+
+    def compose(self) -> ComposeResult:
+        yield Transcript(id="transcript")
+        yield PromptArea(id="prompt")
+        yield Static(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._welcome()
+        prompt = self.query_one(PromptArea)
+        prompt.cursor_blink = self.kb.cursor_blink
+        prompt.focus()
+
+    def _welcome(self) -> None:
+        self.query_one(Transcript).add_info(WELCOME, classes="welcome")
+
+    def set_status(self, text: Text | str) -> None:
+        self.query_one("#status", Static).update(text)
+
+    # ------------------------------------------------------------ sending
+
+    @on(PromptArea.Submitted)
+    def _submitted(self, event: PromptArea.Submitted) -> None:
+        text = event.text.strip()
+        if text.startswith("/") and "\n" not in text and not event.attachments and self.command(text):
+            return
+        self.send(event.text, event.attachments)
+
+    def command(self, line: str) -> bool:
+        """Omnibox-style commands; False when the word is not a command (then it is searched as text)."""
+        word, _, arg = line[1:].partition(" ")
+        word = word.lower()
+        if word in ("new", "clear"):
+            self.action_new_conversation()
+        elif word == "open" and arg.strip():
+            self.kb.open_case(arg.strip())
+        elif word == "export":
+            self.action_export()
+        elif word in ("help", "?"):
+            self.kb.action_help()
+        elif word in ("quit", "exit", "q"):
+            self.app.exit(0)
+        else:
+            return False
+        return True
+
+    def send(self, text: str, attachments: dict[str, Attachment] | None = None) -> int:
+        """Start a turn: show the message, search in a worker. Returns the turn's index."""
+        idx = len(self.conv.turns)
+        context = self.conv.context()
+        turn = Turn(label=text, context=context)
+        self.conv.turns.append(turn)
+        transcript = self.query_one(Transcript)
+        transcript.add_user(text)
+        transcript.add_answer(idx)
+        transcript.jump_to_end()
+        self._search(idx, text, attachments or {}, context)
+        return idx
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="search", description="searching")
+    def _search(self, idx: int, text: str, attachments: dict[str, Attachment], context: str) -> None:
+        worker = get_current_worker()
+        turn = self.conv.turns[idx]
+        # Fill in big pastes and log files here, off the UI thread (a file may be 100s of MB).
+        for token, att in attachments.items():
+            try:
+                text = text.replace(token, att.load())
+            except OSError as exc:
+                self.post_message(SearchFailed(idx, f"could not read {att.path}: {exc.strerror or exc}"))
+                return
+        turn.text = text
+        engine = self.kb.wait_engine(lambda: worker.is_cancelled)
+        if engine is None or worker.is_cancelled:
+            return
+        use = SCORERS if engine.dense_ready else FAST
+        answer = engine.search(text, k=TOP_K, use=use, context=context)
+        if not worker.is_cancelled:
+            self.post_message(SearchDone(idx, answer))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="rerank", description="re-ranking with the dense model")
+    def _rerank(self, idx: int, text: str, context: str) -> None:
+        worker = get_current_worker()
+        engine = self.kb.engine
+        if engine is None or not engine.dense_ready:
+            return
+        answer = engine.search(text, k=TOP_K, use=SCORERS, context=context)
+        if not worker.is_cancelled:
+            self.post_message(SearchDone(idx, answer, reranked=True))
+
+    def rerank_latest(self) -> None:
+        """The dense model just arrived: merge its results into the latest answer that lacked them."""
+        for idx in range(len(self.conv.turns) - 1, -1, -1):
+            turn = self.conv.turns[idx]
+            if turn.answer is not None and not turn.answer.dense_used:
+                self._rerank(idx, turn.text, turn.context)
+                return
+            if turn.answer is not None:
+                return
+
+    def on_search_done(self, event: SearchDone) -> None:
+        if event.turn >= len(self.conv.turns):
+            return  # from a conversation that was cleared
+        turn = self.conv.turns[event.turn]
+        if turn.cancelled:
+            return
+        turn.answer = event.answer
+        view = self.query_one(Transcript).answer_view(event.turn)
+        if view is not None:
+            earlier = sum(1 for t in self.conv.turns[: event.turn] if not t.cancelled and not t.error)
+            view.show_answer(event.answer, reranked=event.reranked, followup=earlier if turn.context else 0)
+
+    def on_search_failed(self, event: SearchFailed) -> None:
+        self._fail(event.turn, event.error)
+
+    def _fail(self, idx: int, error: str) -> None:
+        if idx >= len(self.conv.turns):
+            return
+        self.conv.turns[idx].error = error
+        view = self.query_one(Transcript).answer_view(idx)
+        if view is not None:
+            view.show_error(f"search failed: {error}")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR and event.worker.group in ("search", "rerank"):
+            pending = [i for i, t in enumerate(self.conv.turns) if t.pending]
+            err = event.worker.error
+            if pending:
+                self._fail(pending[-1], f"{type(err).__name__}: {err}")
+            else:
+                self.notify(f"re-ranking failed: {err}", severity="error")
+
+    # ------------------------------------------------------------ actions
+
+    @property
+    def searching(self) -> bool:
+        return any(t.pending for t in self.conv.turns)
+
+    def action_cancel_search(self) -> None:
+        pending = [i for i, t in enumerate(self.conv.turns) if t.pending]
+        if not pending:
+            self.query_one(PromptArea).focus()
+            return
+        self.workers.cancel_group(self, "search")
+        for i in pending:
+            self.conv.turns[i].cancelled = True
+            view = self.query_one(Transcript).answer_view(i)
+            if view is not None:
+                view.show_cancelled()
+
+    def action_new_conversation(self) -> None:
+        self.workers.cancel_group(self, "search")
+        self.workers.cancel_group(self, "rerank")
+        self.conv = Conversation()
+        transcript = self.query_one(Transcript)
+        transcript.remove_children()
+        self._welcome()
+        transcript.add_info("New conversation: the next message starts a fresh search.", classes="info")
+        self.query_one(PromptArea).focus()
+
+    def latest_cards(self) -> list[CaseCard]:
+        for idx in range(len(self.conv.turns) - 1, -1, -1):
+            view = self.query_one(Transcript).answer_view(idx)
+            if view is not None and view.cards():
+                return view.cards()
+        return []
+
+    def action_open_top(self) -> None:
+        cards = self.latest_cards()
+        if not cards:
+            self.notify("No case to open yet.", severity="warning")
+            return
+        self.kb.open_case(cards[0].result.id)
+
+    @on(CaseCard.Selected)
+    def _card_selected(self, event: CaseCard.Selected) -> None:
+        self.kb.open_case(event.result.id)
+
+    def action_export(self) -> None:
+        self.kb.export_report()
+
+    def action_new_case(self) -> None:
+        turn = next((t for t in reversed(self.conv.turns) if t.text), None)
+        if turn is None:
+            self.notify("Paste the log first; then ctrl+r starts a new case from it.", severity="warning")
+            return
+        self.kb.start_new_case(turn.text)
+
+    def add_check(self, case_title: str, result) -> None:  # noqa: ANN001
+        self.query_one(Transcript).add_check(case_title, result)

@@ -1,0 +1,60 @@
+"""F1 / ?: every key of the app, read from the bindings so the list cannot drift."""
+
+from __future__ import annotations
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Label, Static
+
+PROMPT_KEYS = [
+    ("enter", "send the message"),
+    ("shift+enter, ctrl+j", "new line in the prompt"),
+    ("up / down", "earlier prompts (on the first / last line)"),
+    ("tab", "move to the case cards; enter opens one"),
+    ("paste a path", "a pasted path to a log file loads that file"),
+    ("/new", "start a new conversation"),
+    ("/open ID", "open a case by id"),
+    ("/export", "save the conversation as a Markdown report"),
+    ("/help, /quit", "this screen; leave"),
+]
+
+
+def _rows(bindings: list[Binding]) -> list[tuple[str, str]]:
+    rows = []
+    for b in bindings:
+        if b.description:
+            rows.append((b.key.replace(",", ", "), b.description))
+    return rows
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,f1,q,question_mark", "dismiss_help", "Close")]
+
+    def __init__(self, sections: list[tuple[str, list[tuple[str, str]]]]) -> None:
+        super().__init__()
+        self.sections = sections
+
+    @classmethod
+    def for_bindings(cls, groups: list[tuple[str, list[Binding]]]) -> "HelpScreen":
+        sections = [("Prompt", PROMPT_KEYS)] + [(title, _rows(b)) for title, b in groups]
+        sections.append(("Everywhere", [("ctrl+p", "command palette: every action by name"), ("ctrl+q", "quit")]))
+        return cls(sections)
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="help-dialog"):
+            yield Label("kb — keys", id="help-title")
+            with VerticalScroll():
+                for title, rows in self.sections:
+                    table = Table(title=title, title_justify="left", show_header=False, box=None, expand=True)
+                    table.add_column(style="bold cyan", no_wrap=True, width=24)
+                    table.add_column()
+                    for key, desc in rows:
+                        table.add_row(key, desc)
+                    yield Static(table)
+            yield Label("Esc closes", classes="dim")
+
+    def action_dismiss_help(self) -> None:
+        self.dismiss(None)

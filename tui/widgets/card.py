@@ -1,0 +1,73 @@
+"""A ranked case card in the transcript: title, category, confidence, why it matched."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.binding import Binding
+from textual.message import Message
+from textual.widgets import Static
+
+from kb.search import Result
+
+MAX_WHY = 4
+MAX_LINE = 220
+
+
+def render_card(rank: int, result: Result) -> Text:
+    """The card's text; user text goes in as plain Text, never as markup (logs are full of [brackets])."""
+    t = Text()
+    t.append(f"{rank}. ", style="bold")
+    t.append(result.title, style="bold")
+    t.append("\n")
+    t.append(f"{result.id}", style="dim")
+    t.append(" · ")
+    t.append(result.category, style="italic")
+    t.append(" · ")
+    style = {"high": "bold green", "medium": "bold yellow"}.get(result.confidence, "bold red")
+    t.append(f"{result.confidence} confidence", style=style)
+    t.append(f" ({result.score:.2f})", style="dim")
+    seen: set[str] = set()
+    for line in result.matched_lines:
+        if line in seen:
+            continue
+        seen.add(line)
+        t.append("\n▌ ", style="bold yellow")
+        t.append(line[:MAX_LINE], style="black on yellow")
+        if len(seen) >= 2:
+            break
+    for why in result.why[:MAX_WHY]:
+        why = " ".join(why.split())  # case texts carry newlines; a card line should not
+        t.append("\n  • ", style="dim")
+        t.append(why if len(why) <= MAX_LINE else why[:MAX_LINE] + "…", style="dim")
+    return t
+
+
+class CaseCard(Static, can_focus=True):
+    """Focus it (Tab) and press Enter, or click it, to open the case."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open case"),
+        Binding("up", "app.focus_previous", "Previous", show=False),
+        Binding("down", "app.focus_next", "Next", show=False),
+    ]
+
+    class Selected(Message):
+        def __init__(self, card: "CaseCard", result: Result) -> None:
+            super().__init__()
+            self.card = card
+            self.result = result
+
+        @property
+        def control(self) -> "CaseCard":
+            return self.card
+
+    def __init__(self, rank: int, result: Result) -> None:
+        super().__init__(render_card(rank, result), classes=f"card -{result.confidence}")
+        self.rank = rank
+        self.result = result
+
+    def action_open(self) -> None:
+        self.post_message(self.Selected(self, self.result))
+
+    def on_click(self) -> None:
+        self.action_open()

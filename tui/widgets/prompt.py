@@ -1,0 +1,188 @@
+"""The chat prompt: a multi-line TextArea where Enter sends and pastes never do.
+
+- Enter sends; shift+enter or ctrl+j inserts a newline; a paste is inserted as
+  text (a pasted log with newlines is never sent by its own newlines).
+- Up on the first line / Down on the last line walk through earlier prompts.
+- A large paste is kept aside and shown as a placeholder token such as
+  `[pasted 20.3 MB, 412k lines #1]`: a 20 MB TextArea would freeze the app.
+- A pasted path to an existing file becomes `[log file /x/y.log, 3.1 MB #2]`;
+  the file is read by the search worker, not here.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import events
+from textual.message import Message
+from textual.widgets import TextArea
+
+LARGE_PASTE_CHARS = 64 * 1024
+LARGE_PASTE_LINES = 2000
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """Text kept out of the TextArea: a big paste, or a log file to read later."""
+
+    token: str
+    text: str | None = None  # a paste
+    path: Path | None = None  # a log file
+
+    def load(self) -> str:
+        """The text this token stands for. Reads the file: call it from a worker."""
+        if self.text is not None:
+            return self.text
+        assert self.path is not None
+        with open(self.path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+
+def human_size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
+
+
+def human_count(n: int) -> str:
+    return f"{n / 1000:.0f}k" if n >= 10_000 else str(n)
+
+
+def pasted_path(text: str) -> Path | None:
+    """The file a paste names, when the paste is just one path to an existing file."""
+    s = text.strip().strip("'\"")
+    if not s or "\n" in s or len(s) > 4096:
+        return None
+    if not (s.startswith(("/", "~", "./", "../")) or os.sep in s):
+        return None
+    try:
+        p = Path(s).expanduser()
+        return p if p.is_file() else None
+    except (OSError, ValueError):
+        return None
+
+
+class PromptArea(TextArea):
+    """Multi-line input of the chat."""
+
+    class Submitted(Message):
+        """The user pressed Enter: `text` may hold attachment tokens."""
+
+        def __init__(self, prompt: "PromptArea", text: str, attachments: dict[str, Attachment]) -> None:
+            super().__init__()
+            self.prompt = prompt
+            self.text = text
+            self.attachments = attachments
+
+        @property
+        def control(self) -> "PromptArea":
+            return self.prompt
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(
+            language=None,
+            soft_wrap=True,
+            tab_behavior="focus",
+            show_line_numbers=False,
+            placeholder="Paste an error or a log tail, or describe the symptom.  Enter sends · shift+enter / ctrl+j newline · /help",
+            **kwargs,  # type: ignore[arg-type]
+        )
+        self.attachments: dict[str, Attachment] = {}
+        self.prompt_history: list[tuple[str, dict[str, Attachment]]] = []
+        self._history_pos: int | None = None  # None: editing a new prompt
+        self._draft: tuple[str, dict[str, Attachment]] = ("", {})
+        self._counter = 0
+
+    # ------------------------------------------------------------ keys
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            self.submit()
+            return
+        if event.key in ("shift+enter", "ctrl+j"):
+            event.stop()
+            event.prevent_default()
+            self.insert("\n")
+            return
+        await super()._on_key(event)
+
+    def submit(self) -> None:
+        text = self.text
+        if not text.strip():
+            return
+        used = {t: a for t, a in self.attachments.items() if t in text}
+        self.prompt_history.append((text, used))
+        self._history_pos = None
+        self.post_message(self.Submitted(self, text, used))
+        self.attachments = {}
+        self.clear()
+
+    def action_cursor_up(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == 0 and self.prompt_history:
+            self._recall(-1)
+            return
+        super().action_cursor_up(select)
+
+    def action_cursor_down(self, select: bool = False) -> None:
+        if not select and self.cursor_location[0] == self.document.line_count - 1 and self._history_pos is not None:
+            self._recall(+1)
+            return
+        super().action_cursor_down(select)
+
+    def _recall(self, step: int) -> None:
+        if self._history_pos is None:
+            if step > 0:
+                return
+            self._draft = (self.text, dict(self.attachments))
+            pos = len(self.prompt_history) - 1
+        else:
+            pos = self._history_pos + step
+        if pos < 0:
+            return
+        if pos >= len(self.prompt_history):
+            self._history_pos = None
+            text, atts = self._draft
+        else:
+            self._history_pos = pos
+            text, atts = self.prompt_history[pos]
+        self.attachments = dict(atts)
+        self.load_text(text)
+        self.move_cursor(self.document.end if step > 0 else (0, len(self.document[0])))
+
+    # ------------------------------------------------------------ paste
+
+    async def _on_paste(self, event: events.Paste) -> None:
+        token = self.token_for_paste(event.text)
+        if token is None:
+            await super()._on_paste(event)
+            return
+        event.stop()
+        event.prevent_default()
+        self.insert(token)
+        self.focus()
+
+    def token_for_paste(self, text: str) -> str | None:
+        """Keep a big paste or a pasted file path aside and return its placeholder; None for ordinary text."""
+        path = pasted_path(text)
+        if path is not None:
+            try:
+                size = path.stat().st_size
+            except OSError:
+                return None
+            return self._add(f"log file {path}, {human_size(size)}", Attachment("", path=path))
+        if len(text) > LARGE_PASTE_CHARS or text.count("\n") > LARGE_PASTE_LINES:
+            lines = text.count("\n") + 1
+            return self._add(f"pasted {human_size(len(text.encode('utf-8', 'replace')) if len(text) < 1_000_000 else len(text))}, {human_count(lines)} lines", Attachment("", text=text))
+        return None
+
+    def _add(self, label: str, att: Attachment) -> str:
+        self._counter += 1
+        token = f"[{label} #{self._counter}]"
+        self.attachments[token] = Attachment(token, att.text, att.path)
+        return token

@@ -1,0 +1,115 @@
+"""The scrolling chat transcript: user messages, answers (case cards) and check verdicts.
+
+It is anchored to the bottom: new content scrolls into view only while the
+user is at the bottom; after they scroll up, it stays put until they return.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Static
+
+from kb.runner import CheckResult
+from kb.search import Answer
+
+from .card import CaseCard
+
+USER_LINES = 12
+
+
+def _clip(text: str, lines: int = USER_LINES) -> Text:
+    parts = text.splitlines() or [""]
+    shown = parts[:lines]
+    t = Text("\n".join(line[:300] for line in shown))
+    if len(parts) > lines:
+        t.append(f"\n… {len(parts) - lines} more lines", style="dim italic")
+    return t
+
+
+VERDICT_STYLE = {"confirmed": "bold red", "ruled out": "bold green", "inconclusive": "bold yellow", "skipped": "bold blue"}
+
+
+class AnswerView(Vertical):
+    """kb's answer to one turn; replaced in place when a re-rank arrives."""
+
+    def __init__(self, turn: int) -> None:
+        super().__init__(classes="answer")
+        self.turn = turn
+
+    def compose(self):  # noqa: ANN201
+        yield Static(Text("searching…", style="italic"), classes="pending")
+
+    def show_answer(self, answer: Answer, reranked: bool = False, followup: int = 0) -> None:
+        self.remove_children()
+        widgets: list[Static] = []
+        searched = Text("kb searched for:", style="bold")
+        for line in answer.searched_for[:8]:
+            searched.append("\n  " + line[:200], style="cyan")
+        if len(answer.searched_for) > 8:
+            searched.append(f"\n  … {len(answer.searched_for) - 8} more", style="dim")
+        widgets.append(Static(searched, classes="searched"))
+        if answer.abstained or not answer.results:
+            msg = Text("No known case matches this.", style="bold")
+            msg.append("\nPress ctrl+r to start a new case from this paste, or add detail and send again.", style="")
+            widgets.append(Static(msg, classes="abstain"))
+        else:
+            for rank, result in enumerate(answer.results, 1):
+                widgets.append(CaseCard(rank, result))
+        notes = list(answer.notes)
+        if followup:
+            notes.insert(0, f"follow-up: refined with {followup} earlier message{'s' if followup > 1 else ''} (ctrl+n starts a new conversation)")
+        if reranked:
+            notes.insert(0, "re-ranked with the dense model")
+        elif not answer.dense_used:
+            notes.insert(0, "signature + keyword results; dense results merge in when the model is ready")
+        if notes:
+            widgets.append(Static(Text("\n".join(notes), style="dim italic"), classes="notes"))
+        self.mount_all(widgets)
+
+    def show_error(self, text: str) -> None:
+        self.remove_children()
+        self.mount(Static(Text(text, style="bold red"), classes="error"))
+
+    def show_cancelled(self) -> None:
+        self.remove_children()
+        self.mount(Static(Text("search cancelled", style="italic dim"), classes="cancelled"))
+
+    def cards(self) -> list[CaseCard]:
+        return list(self.query(CaseCard))
+
+
+class Transcript(VerticalScroll):
+    """The chat history of the current conversation."""
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    def add_user(self, text: str) -> None:
+        self.mount(Static(_clip(text), classes="user"))
+
+    def add_answer(self, turn: int) -> AnswerView:
+        view = AnswerView(turn)
+        self.mount(view)
+        return view
+
+    def add_info(self, text: str, classes: str = "info") -> None:
+        self.mount(Static(Text(text), classes=classes))
+
+    def add_check(self, case_title: str, result: CheckResult) -> None:
+        t = Text("check ")
+        t.append(result.name, style="bold")
+        t.append(f" of {result.case} ({case_title}): ")
+        t.append(result.verdict, style=VERDICT_STYLE.get(result.verdict, "bold"))
+        t.append(f" — {result.reason}", style="dim")
+        self.mount(Static(t, classes=f"check -{result.verdict.replace(' ', '-')}"))
+
+    def answer_view(self, turn: int) -> AnswerView | None:
+        for view in self.query(AnswerView):
+            if view.turn == turn:
+                return view
+        return None
+
+    def jump_to_end(self) -> None:
+        """The user sent something: show it, and follow new output again."""
+        self.anchor()
