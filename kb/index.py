@@ -295,20 +295,23 @@ def _update(
     rebuilt: list[str] = []
     if encoder is not None:
         todo = [d for d in docs if not (d["content_hash"] in previous and previous[d["content_hash"]][0] == d["dense_texts"])]
-        bar = _progress(sum(len(d["dense_texts"]) for d in todo), "kb: embedding cases", progress)
+        todo_texts = [t for d in todo for t in d["dense_texts"]]
+        bar = _progress(len(todo_texts), "kb: embedding cases", progress)
         try:
-            for i, doc in enumerate(docs):
-                prev = previous.get(doc["content_hash"])
-                if prev is not None and prev[0] == doc["dense_texts"]:
-                    vecs = prev[1]
-                else:
-                    vecs = np.vstack([encoder.encode_one(t) for t in doc["dense_texts"]]) if doc["dense_texts"] else np.zeros((0, 384), np.float32)
-                    bar.update(len(doc["dense_texts"]))
-                    rebuilt.append(doc["id"])
-                blocks.append(vecs.astype(np.float32))
-                rows.extend([i] * len(vecs))
+            fresh = encoder.encode(todo_texts, on_batch=bar.update)
         finally:
             bar.close()
+        fresh_by_id: dict[str, np.ndarray] = {}
+        pos = 0
+        for doc in todo:
+            n_texts = len(doc["dense_texts"])
+            fresh_by_id[doc["id"]] = fresh[pos : pos + n_texts]
+            pos += n_texts
+            rebuilt.append(doc["id"])
+        for i, doc in enumerate(docs):
+            vecs = fresh_by_id[doc["id"]] if doc["id"] in fresh_by_id else previous[doc["content_hash"]][1]
+            blocks.append(vecs.astype(np.float32))
+            rows.extend([i] * len(vecs))
     dim = blocks[0].shape[1] if blocks else 384
     vectors = np.vstack(blocks).astype(np.float32) if blocks else np.zeros((0, dim), np.float32)
     row_case = np.asarray(rows, dtype=np.int32)

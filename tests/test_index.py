@@ -1,0 +1,161 @@
+"""The index keeps itself up to date, re-embeds only what changed, and survives damage."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kb import store
+from kb.index import open_index
+from kb.model import ModelError, ModelSpec, resolve_model, sha256_file, verify_weights
+from kb.search import Engine
+
+CASE = """---
+id: {id}
+title: {title}
+category: config
+signatures: ["{sig}"]
+symptoms: [something odd happens]
+sources: [tests]
+---
+
+# {title}
+
+## Symptoms
+x
+
+## Causes
+x
+
+## Fix
+x
+
+## Verify
+```bash {{name=ok timeout=5}}
+exit 0
+```
+"""
+
+
+def write_case(folder: Path, case_id: str, sig: str, title: str = "A team case") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{case_id}.md"
+    path.write_text(CASE.format(id=case_id, title=title, sig=sig), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def team_index(tmp_path: Path, shared_index_dir: Path) -> tuple[Path, Path]:
+    """A copy of the shared index (so the ONNX export is reused) plus a team case folder."""
+    index_dir = tmp_path / "index"
+    shutil.copytree(shared_index_dir, index_dir, ignore=shutil.ignore_patterns(".lock"))
+    team = tmp_path / "team"
+    write_case(team, "team-widget-crash", "WidgetError: the frobnicator overheated")
+    return index_dir, team
+
+
+def test_extra_folder_is_searched_with_builtin_cases(team_index, engine) -> None:
+    index_dir, team = team_index
+    eng = Engine.open([team], index_dir=index_dir, progress=False)
+    eng.load_dense()
+    assert eng.search("WidgetError: the frobnicator overheated at step 3").results[0].id == "team-widget-crash"
+    assert eng.search("No module named 'verl'").results[0].id == "verl-module-not-found"
+
+
+def test_changed_case_is_reembedded_alone_and_found(team_index) -> None:
+    index_dir, team = team_index
+    first = open_index([team], index_dir=index_dir, progress=False)
+    assert "team-widget-crash" in first.status.rebuilt
+    again = open_index([team], index_dir=index_dir, progress=False)
+    assert again.status.rebuilt == [] and again.generation == first.generation
+    write_case(team, "team-widget-crash", "GadgetError: the sprocket jammed", title="Sprocket jam")
+    updated = open_index([team], index_dir=index_dir, progress=False)
+    assert updated.status.rebuilt == ["team-widget-crash"]
+    eng = Engine(updated)
+    assert eng.search("GadgetError: the sprocket jammed").results[0].id == "team-widget-crash"
+
+
+def test_kb_env_var_adds_folders(team_index, monkeypatch) -> None:
+    index_dir, team = team_index
+    monkeypatch.setenv("KB_CASES", str(team))
+    idx = open_index(index_dir=index_dir, progress=False)
+    assert "team-widget-crash" in {d["id"] for d in idx.docs}
+
+
+def test_manifest_records_model_and_case_hashes(shared_index_dir: Path, engine) -> None:
+    gen = store.current_generation(shared_index_dir)
+    manifest = json.loads((gen / "manifest.json").read_text())
+    assert manifest["format_version"] == store.FORMAT_VERSION
+    assert manifest["dense"]["weights_sha256"] == "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+    assert manifest["dense"]["export_min_cosine"] >= 0.999
+    assert manifest["cases"]["nccl-unhandled-system-error"]["hash"]
+
+
+@pytest.mark.parametrize("damage", ["garbage-current", "truncated-manifest", "foreign-manifest", "truncated-vectors", "missing-docs"])
+def test_damaged_index_is_detected_and_rebuilt(team_index, damage: str) -> None:
+    index_dir, team = team_index
+    first = open_index([team], index_dir=index_dir, progress=False)
+    gen = first.generation
+    if damage == "garbage-current":
+        (index_dir / "CURRENT").write_bytes(b"\x00\xff not a generation")
+    elif damage == "truncated-manifest":
+        data = (gen / "manifest.json").read_bytes()
+        (gen / "manifest.json").write_bytes(data[: len(data) // 2])
+    elif damage == "foreign-manifest":
+        (gen / "manifest.json").write_text(json.dumps({"app": "something-else"}))
+    elif damage == "truncated-vectors":
+        data = (gen / "vectors.npy").read_bytes()
+        (gen / "vectors.npy").write_bytes(data[:200])
+    elif damage == "missing-docs":
+        (gen / "docs.json").unlink()
+    fixed = open_index([team], index_dir=index_dir, progress=False)
+    assert fixed.generation != gen
+    assert Engine(fixed).search("WidgetError: the frobnicator overheated").results[0].id == "team-widget-crash"
+
+
+def test_wrong_weights_are_refused_naming_file_and_hashes(tmp_path: Path) -> None:
+    real = resolve_model()
+    fake_dir = tmp_path / "model"
+    fake_dir.mkdir()
+    (fake_dir / "model.safetensors").write_bytes(b"not the real weights")
+    spec = ModelSpec(name=real.name, path=fake_dir, expected_sha256=real.expected_sha256)
+    with pytest.raises(ModelError) as err:
+        verify_weights(spec)
+    msg = str(err.value)
+    assert str(fake_dir / "model.safetensors") in msg
+    assert real.expected_sha256 in msg and sha256_file(fake_dir / "model.safetensors") in msg
+
+
+def test_broken_model_leaves_lexical_search_working(tmp_path: Path) -> None:
+    bad_model = tmp_path / "no-such-model"
+    bad_model.mkdir()
+    idx = open_index(index_dir=tmp_path / "index", model_dir=bad_model, progress=False)
+    assert not idx.status.dense and "not found" in idx.status.dense_reason
+    eng = Engine(idx)
+    assert not eng.load_dense()
+    answer = eng.search("ModuleNotFoundError: No module named 'verl'")
+    assert answer.results[0].id == "verl-module-not-found"
+    assert any("dense search not used" in n for n in answer.notes)
+
+
+def test_unwritable_index_folder_falls_back_to_cache(tmp_path: Path, monkeypatch, shared_index_dir: Path) -> None:
+    locked = tmp_path / "readonly"
+    locked.mkdir()
+    locked.chmod(0o500)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KB_CACHE_DIR", str(cache))
+    # reuse the export so the test stays fast
+    shutil.copytree(shared_index_dir / "models", cache / "index" / "models")
+    try:
+        import os
+
+        if os.access(locked, os.W_OK):  # running as root: permissions do not bind
+            pytest.skip("root can write to a read-only folder")
+        idx = open_index(index_dir=locked, progress=False)
+        assert idx.root == cache / "index"
+        assert any("not writable" in n for n in idx.status.notes)
+    finally:
+        locked.chmod(0o700)
