@@ -286,6 +286,10 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
     if not isinstance(meta, dict):
         return None, [Problem(path, 2, "front matter must be a mapping of keys to values")]
 
+    for offset, raw_line in enumerate(fm_text.splitlines()):
+        # An unquoted list item or value with " #" loses everything after it (YAML comment).
+        if re.match(r"""^\s*(?:-\s+|[A-Za-z_]+:\s+)[^"'\s\[{|>].*\s#""", raw_line):
+            problems.append(Problem(path, offset + 2, "' #' starts a YAML comment here and cuts the text; quote the value", "warning"))
     for key in meta:
         if key not in KNOWN_KEYS:
             hint = difflib.get_close_matches(str(key), KNOWN_KEYS, n=1)
