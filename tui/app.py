@@ -34,7 +34,7 @@ from .screens.help import HelpScreen
 
 
 class KbApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses in other folders keep it
     TITLE = "kb"
     BINDINGS = [
         Binding("f1", "help", "Help"),
@@ -130,6 +130,12 @@ class KbApp(App[int]):
         self._engine_event.set()
         self.set_status("index", f"the index could not be opened: {event.error}")
         self.notify(f"The index could not be opened: {event.error}", severity="error", timeout=15)
+
+    @property
+    def dense_pending(self) -> bool:
+        """Will dense results still arrive (model loading), so a fast answer gets re-ranked?"""
+        e = self.engine
+        return bool(self.use_dense and e is not None and e.index.dense_available and not e.dense_ready and not e.dense_error)
 
     def wait_engine(self, cancelled: Callable[[], bool]) -> Engine | None:
         """Block a worker until the index is open (or failed: raises). None if the worker was cancelled."""

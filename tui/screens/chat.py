@@ -40,6 +40,7 @@ class ChatScreen(Screen[None]):
         Binding("ctrl+o", "open_top", "Open top case"),
         Binding("ctrl+r", "new_case", "New case from paste"),
         Binding("ctrl+s", "export", "Export report"),
+        Binding("tab", "focus_cards", "Cards", show=False),
     ]
 
     def __init__(self) -> None:
@@ -158,7 +159,12 @@ class ChatScreen(Screen[None]):
         view = self.query_one(Transcript).answer_view(event.turn)
         if view is not None:
             earlier = sum(1 for t in self.conv.turns[: event.turn] if not t.cancelled and not t.error)
-            view.show_answer(event.answer, reranked=event.reranked, followup=earlier if turn.context else 0)
+            view.show_answer(
+                event.answer,
+                reranked=event.reranked,
+                followup=earlier if turn.context else 0,
+                dense_pending=not event.answer.dense_used and self.kb.dense_pending,
+            )
 
     def on_search_failed(self, event: SearchFailed) -> None:
         self._fail(event.turn, event.error)
@@ -214,6 +220,14 @@ class ChatScreen(Screen[None]):
             if view is not None and view.cards():
                 return view.cards()
         return []
+
+    def action_focus_cards(self) -> None:
+        """Tab from the prompt goes to the latest answer's first card, not to the top of the transcript."""
+        cards = self.latest_cards()
+        if isinstance(self.focused, PromptArea) and cards:
+            cards[0].focus()
+        else:
+            self.focus_next()
 
     def action_open_top(self) -> None:
         cards = self.latest_cards()

@@ -40,7 +40,7 @@ class AnswerView(Vertical):
     def compose(self):  # noqa: ANN201
         yield Static(Text("searching…", style="italic"), classes="pending")
 
-    def show_answer(self, answer: Answer, reranked: bool = False, followup: int = 0) -> None:
+    def show_answer(self, answer: Answer, reranked: bool = False, followup: int = 0, dense_pending: bool = False) -> None:
         self.remove_children()
         widgets: list[Static] = []
         searched = Text("kb searched for:", style="bold")
@@ -61,7 +61,7 @@ class AnswerView(Vertical):
             notes.insert(0, f"follow-up: refined with {followup} earlier message{'s' if followup > 1 else ''} (ctrl+n starts a new conversation)")
         if reranked:
             notes.insert(0, "re-ranked with the dense model")
-        elif not answer.dense_used:
+        elif dense_pending:
             notes.insert(0, "signature + keyword results; dense results merge in when the model is ready")
         if notes:
             widgets.append(Static(Text("\n".join(notes), style="dim italic"), classes="notes"))

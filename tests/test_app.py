@@ -1,0 +1,424 @@
+"""The kb app driven with Textual's Pilot, over the real engine and the real cases.
+
+The index is built once per session into a temporary folder (the first build
+exports the model to ONNX); every test's app reuses that open Engine.
+Tests wait on workers or poll with `wait_until`, never on fixed sleeps.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+from textual import events
+
+from kb.search import Engine
+from tui.app import KbApp
+from tui.conversation import Conversation, Turn
+from tui.report import render_report
+from tui.screens.case import CaseScreen
+from tui.screens.confirm import ConfirmRunScreen
+from tui.screens.help import HelpScreen
+from tui.widgets.card import CaseCard
+from tui.widgets.prompt import PromptArea, pasted_path
+
+NCCL = (
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, "
+    "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5"
+)
+GO_PANIC = """panic: runtime error: invalid memory address or nil pointer dereference
+[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a3b2c]
+
+goroutine 1 [running]:
+main.main()
+\t/home/u/x/main.go:12 +0x1c
+"""
+SIZE = (120, 40)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
+    """One index for the whole session (the first build takes ~20-30 s on 2 cores)."""
+    eng = Engine.open(index_dir=tmp_path_factory.mktemp("index"))
+    eng.load_dense()
+    return eng
+
+
+async def wait_until(pilot, cond: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:  # noqa: ANN001
+    end = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        await pilot.pause(0.02)
+
+
+async def ready(pilot) -> KbApp:  # noqa: ANN001
+    app: KbApp = pilot.app
+    await wait_until(pilot, lambda: app.caseset is not None, what="the cases")
+    return app
+
+
+async def send(pilot, text: str) -> Turn:  # noqa: ANN001
+    app: KbApp = pilot.app
+    prompt = app.chat.query_one(PromptArea)
+    prompt.focus()
+    prompt.load_text(text)
+    before = len(app.chat.conv.turns)
+    await pilot.press("enter")
+    await wait_until(pilot, lambda: len(app.chat.conv.turns) > before and not app.chat.conv.turns[-1].pending, what="the answer")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    return app.chat.conv.turns[-1]
+
+
+def harmless_case(write_case, **extra) -> Path:  # noqa: ANN001, ANN003
+    return write_case(
+        "kbtest-harmless",
+        [
+            ('bash {name=says-confirmed timeout=10 description="prints and exits 1"}', 'echo "looking at {{what}}"\nexit 1'),
+            ("bash {name=sleeps timeout=120}", "echo started\nsleep 60\necho never"),
+        ],
+        params={"what": "the-node"},
+        **extra,
+    )
+
+
+# ---------------------------------------------------------------- search
+
+
+async def test_nccl_paste_first_card_and_open(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        turn = await send(pilot, NCCL)
+        assert turn.answer is not None and not turn.answer.abstained
+        cards = app.chat.latest_cards()
+        assert cards[0].result.id == "nccl-unhandled-system-error"
+        assert any("unhandled system error" in line for line in cards[0].result.matched_lines)
+        assert any("ProcessGroupNCCL" in s for s in turn.answer.searched_for)
+        # Tab from the prompt reaches the first card; Enter opens it.
+        await pilot.press("tab")
+        assert app.focused is cards[0]
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, CaseScreen), what="the case screen")
+        assert app.screen.case.id == "nccl-unhandled-system-error"
+        assert len(app.screen.case.checks) >= 1
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, CaseScreen), what="back to the chat")
+
+
+async def test_multiline_paste_does_not_send_and_enter_does(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.chat.query_one(PromptArea)
+        prompt.focus()
+        log = "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n" + NCCL + "\n"
+        prompt.post_message(events.Paste(log))
+        await pilot.pause()
+        assert app.chat.conv.turns == []
+        assert "ProcessGroupNCCL" in prompt.text
+        await pilot.press("ctrl+j")
+        await pilot.press(*"more")
+        assert prompt.text.endswith("\nmore")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.chat.conv.turns and not app.chat.conv.turns[0].pending)
+        assert prompt.text == ""
+        assert app.chat.latest_cards()[0].result.id == "nccl-unhandled-system-error"
+
+
+async def test_prompt_history_up_down(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, "first message")
+        await send(pilot, "second message")
+        prompt = app.chat.query_one(PromptArea)
+        await pilot.press("up")
+        assert prompt.text == "second message"
+        await pilot.press("up")
+        assert prompt.text == "first message"
+        await pilot.press("down")
+        assert prompt.text == "second message"
+        await pilot.press("down")
+        assert prompt.text == ""
+
+
+async def test_abstains_on_go_panic_and_offers_new_case(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        turn = await send(pilot, GO_PANIC)
+        assert turn.answer is not None and turn.answer.abstained
+        assert app.chat.latest_cards() == []
+        assert app.chat.query(".abstain")
+        await pilot.press("ctrl+r")
+        await app.workers.wait_for_complete()
+        import os
+
+        saved = list((Path(os.environ["KB_DATA_DIR"]) / "incidents").glob("paste-*.log"))
+        assert len(saved) == 1 and "nil pointer dereference" in saved[0].read_text()
+
+
+async def test_follow_up_refines_and_new_conversation(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        first = await send(pilot, "NCCL unhandled system error when training starts")
+        follow = await send(pilot, "only on multi-node, single node works")
+        assert "NCCL unhandled system error" in follow.context
+        assert follow.answer is not None and follow.answer.results
+        assert follow.answer.results[0].id == "nccl-unhandled-system-error"
+        assert first.context == ""
+        # The same words without the conversation rank differently: the context did the refining.
+        alone = engine.search("only on multi-node, single node works")
+        assert [r.id for r in alone.results] != [r.id for r in follow.answer.results]
+        await pilot.press("ctrl+n")
+        assert app.chat.conv.turns == []
+        fresh = await send(pilot, "only on multi-node, single node works")
+        assert fresh.context == ""
+
+
+async def test_escape_cancels_search_in_progress(engine: Engine) -> None:
+    class SlowStart(KbApp):
+        def _open_engine(self) -> None:  # the index never opens: the search waits
+            pass
+
+    app = SlowStart(engine=None, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        prompt = app.chat.query_one(PromptArea)
+        prompt.load_text(NCCL)
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.chat.conv.turns[0].pending
+        await pilot.press("escape")
+        await app.workers.wait_for_complete()
+        assert app.chat.conv.turns[0].cancelled
+        assert app.chat.query(".cancelled")
+
+
+# ---------------------------------------------------------------- big pastes
+
+
+async def test_huge_paste_is_kept_aside(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    noise = "step 12 | loss 0.4213 | grad_norm 1.02 | lr 1e-6 | throughput 3021 tok/s\n"
+    big = noise * (20_000_000 // len(noise)) + NCCL + "\n"
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.chat.query_one(PromptArea)
+        prompt.focus()
+        prompt.post_message(events.Paste(big))
+        await pilot.pause()
+        assert len(prompt.text) < 200
+        assert prompt.text.startswith("[pasted ") and "MB" in prompt.text and "lines" in prompt.text
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not app.chat.conv.turns[0].pending, timeout=60)
+        turn = app.chat.conv.turns[0]
+        assert turn.text == big
+        assert any("unhandled system error" in s for s in turn.answer.searched_for)
+        assert app.chat.latest_cards()[0].result.id == "nccl-unhandled-system-error"
+        # What a follow-up carries is the extracted lines, not 20 MB.
+        assert len(app.chat.conv.context()) < 5000
+
+
+async def test_pasted_log_path_loads_the_file(engine: Engine, tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("INFO starting\n" * 100 + NCCL + "\n", encoding="utf-8")
+    assert pasted_path(f"  {log}\n") == log
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.chat.query_one(PromptArea)
+        prompt.focus()
+        prompt.post_message(events.Paste(str(log)))
+        await pilot.pause()
+        assert prompt.text.startswith(f"[log file {log}")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not app.chat.conv.turns[0].pending)
+        assert app.chat.latest_cards()[0].result.id == "nccl-unhandled-system-error"
+
+
+# ---------------------------------------------------------------- checks
+
+
+async def test_run_check_through_confirm_modal(engine: Engine, write_case) -> None:  # noqa: ANN001
+    folder = harmless_case(write_case)
+    app = KbApp([folder], engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.chat.query_one(PromptArea)
+        prompt.load_text("/open kbtest-harmless")
+        await pilot.press("enter")  # an omnibox command: no search turn
+        await wait_until(pilot, lambda: isinstance(app.screen, CaseScreen))
+        case_screen = app.screen
+        await pilot.press("r")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmRunScreen), what="the confirm dialog")
+        dialog = app.screen
+        assert dialog.values == {"what": "the-node"}
+        assert "'the-node'" in dialog.plans()[0].code or "the-node" in dialog.plans()[0].code
+        assert case_screen.results == []  # nothing runs before yes
+        await pilot.press("y")
+        await wait_until(pilot, lambda: case_screen.verdicts.get("says-confirmed") is not None, what="the verdict")
+        assert case_screen.verdicts["says-confirmed"] == "confirmed"
+        await wait_until(pilot, lambda: "looking at the-node" in case_screen.query_one("CheckOutput").log_text())
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, CaseScreen))
+        assert app.chat.conv.turns == []
+        assert [r.result.verdict for r in app.chat.conv.checks] == ["confirmed"]
+        assert app.chat.query(".check")
+
+
+async def test_confirm_no_runs_nothing(engine: Engine, write_case) -> None:  # noqa: ANN001
+    folder = harmless_case(write_case)
+    app = KbApp([folder], engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.open_case("kbtest-harmless")
+        await wait_until(pilot, lambda: isinstance(app.screen, CaseScreen))
+        case_screen = app.screen
+        await pilot.press("r")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmRunScreen))
+        await pilot.press("n")
+        await wait_until(pilot, lambda: app.screen is case_screen)
+        await app.workers.wait_for_complete()
+        assert case_screen.results == [] and app.chat.conv.checks == []
+
+
+async def test_cancel_running_check(engine: Engine, write_case) -> None:  # noqa: ANN001
+    folder = harmless_case(write_case)
+    app = KbApp([folder], engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.open_case("kbtest-harmless")
+        await wait_until(pilot, lambda: isinstance(app.screen, CaseScreen))
+        case_screen = app.screen
+        await pilot.press("down", "r")  # the second check: sleeps
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmRunScreen))
+        await pilot.press("y")
+        await wait_until(pilot, lambda: "started" in case_screen.query_one("CheckOutput").log_text(), what="the check to start")
+        assert case_screen.running
+        t0 = time.monotonic()
+        await pilot.press("escape")  # cancels, does not leave
+        assert isinstance(app.screen, CaseScreen)
+        await wait_until(pilot, lambda: "sleeps" in case_screen.verdicts, timeout=10, what="the cancelled verdict")
+        assert time.monotonic() - t0 < 8
+        assert case_screen.verdicts["sleeps"] == "inconclusive"
+        assert case_screen.results[-1].reason == "cancelled"
+        await wait_until(pilot, lambda: not case_screen.running)
+
+
+async def test_copy_keys(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.open_case("nccl-unhandled-system-error")
+        await wait_until(pilot, lambda: isinstance(app.screen, CaseScreen))
+        await pilot.press("c")
+        assert app.clipboard == app.screen.case.checks[0].code
+        await pilot.press("f")
+        assert "NCCL_SOCKET_IFNAME" in app.clipboard
+        await pilot.press("s")
+        assert "unhandled system error (run with NCCL_DEBUG=INFO for details)" in app.clipboard
+
+
+# ---------------------------------------------------------------- dense model
+
+
+async def test_dense_results_merge_in_when_ready(engine: Engine) -> None:
+    release = threading.Event()
+
+    class LateModel(KbApp):
+        def _load_dense(self) -> None:
+            def later() -> None:
+                release.wait(30)
+                self.call_from_thread(self.on_dense_loaded, __import__("tui.messages").messages.DenseLoaded(self.engine.load_dense(), ""))
+
+            threading.Thread(target=later, daemon=True).start()
+
+    fresh = Engine(engine.index)  # same index, model not loaded yet
+    app = LateModel(engine=fresh, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        turn = await send(pilot, NCCL)
+        assert not turn.answer.dense_used
+        assert app.chat.latest_cards()[0].result.id == "nccl-unhandled-system-error"
+        release.set()
+        await wait_until(pilot, lambda: app.chat.conv.turns[0].answer.dense_used, what="the re-rank")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        cards = app.chat.latest_cards()
+        assert cards[0].result.id == "nccl-unhandled-system-error"
+        assert "dense" in cards[0].result.scores
+
+
+async def test_dense_failure_is_said_and_search_goes_on(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = Engine(engine.index)
+
+    def fail() -> bool:
+        broken._encoder_error = "dense model failed to load: OSError: no such file"
+        return False
+
+    monkeypatch.setattr(broken, "load_dense", fail)
+    app = KbApp(engine=broken, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        status = str(app.chat.query_one("#status").render())
+        assert "dense model unavailable" in status
+        await send(pilot, NCCL)
+        assert app.chat.latest_cards()[0].result.id == "nccl-unhandled-system-error"
+
+
+# ---------------------------------------------------------------- export, help, palette
+
+
+async def test_export_report(engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, NCCL)
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        reports = list(tmp_path.glob("kb-incident-*.md"))
+        assert len(reports) == 1
+        text = reports[0].read_text()
+        assert "nccl-unhandled-system-error" in text and "kb searched for" in text
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+def test_report_renders_checks_and_abstention(anyio_backend: str) -> None:
+    from kb.runner import CheckResult
+    from tui.conversation import CheckRecord
+
+    conv = Conversation(turns=[Turn(label="x", text="```weird```")])
+    conv.checks.append(CheckRecord("T", CheckResult("c", "n", "ruled out", 0, 0.1, "ok\n", "exit status 0", {"a": "b"}, "bash", "t")))
+    md = render_report(conv)
+    assert "````text" in md and "**ruled out**" in md and "`a=b`" in md
+
+
+async def test_help_and_command_palette(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        for wanted in ("New conversation", "Export report", "Open top case", "New case from paste", "Help: keys"):
+            assert wanted in titles
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
