@@ -76,6 +76,9 @@ class ConfirmRunScreen(ModalScreen[bool]):
                 yield Button("Cancel (n)", id="no")
 
     def on_mount(self) -> None:
+        blink = getattr(self.app, "cursor_blink", True)  # off in snapshot tests
+        for inp in self.query(Input):
+            inp.cursor_blink = blink
         self._refresh_plans()
         first_empty = next(iter(self.missing()), None)
         if first_empty:
