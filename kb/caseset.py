@@ -1,10 +1,11 @@
 """Load case folders into one set: layering, duplicate ids, deep validation.
 
-Folders are searched in this order, later layers above earlier ones: the
-built-in cases, then each folder of `KB_CASES` (os.pathsep-separated), then each
-`--cases DIR`. An id defined twice is an error naming both files, and the first
-definition wins, unless the later file says `overrides: true`, which replaces
-the earlier case on purpose.
+Folders are layered, lowest first (docs/case-folders.md): the built-in cases,
+the team folder and the personal folder of `config.toml` (kb.config), each
+folder of `KB_CASES` (os.pathsep-separated), then each `--cases DIR`. An id
+defined twice is an error naming both files, and the first (lower) definition
+wins, unless the later file says `overrides: true`, which replaces the earlier
+case on purpose.
 """
 
 from __future__ import annotations
@@ -43,16 +44,48 @@ def env_case_dirs() -> list[Path]:
     return [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
 
 
-def case_folders(extra: list[Path] | None = None, include_builtin: bool = True) -> list[Path]:
-    folders: list[Path] = [builtin_cases_dir()] if include_builtin else []
-    folders += env_case_dirs()
-    folders += [Path(p).expanduser() for p in (extra or [])]
+@dataclass(frozen=True)
+class Layer:
+    """One case folder and where it came from: built-in, team, personal, KB_CASES or --cases."""
+
+    source: str
+    path: Path
+
+
+def case_layers(extra: list[Path] | None = None, include_builtin: bool = True, include_config: bool | None = None) -> list[Layer]:
+    """The case folders, lowest precedence first, each once (the lowest layer naming it keeps it).
+
+    `include_config` (default: same as `include_builtin`) adds the team and
+    personal folders of config.toml; the personal folder is skipped while it
+    does not exist (`kb new` creates it), a configured team folder is kept so
+    that a wrong path is reported.
+    """
+    if include_config is None:
+        include_config = include_builtin
+    layers: list[Layer] = [Layer("built-in", builtin_cases_dir())] if include_builtin else []
+    if include_config:
+        from .config import load_config  # noqa: PLC0415
+
+        cfg = load_config()
+        if cfg.team_cases is not None:
+            layers.append(Layer("team", cfg.team_cases))
+        if cfg.personal_cases.is_dir():
+            layers.append(Layer("personal", cfg.personal_cases))
+    layers += [Layer("KB_CASES", p) for p in env_case_dirs()]
+    layers += [Layer("--cases", Path(p).expanduser()) for p in (extra or [])]
     seen: list[Path] = []
-    for f in folders:
-        r = f.resolve() if f.exists() else f
+    result: list[Layer] = []
+    for layer in layers:
+        r = layer.path.resolve() if layer.path.exists() else layer.path
         if r not in seen:
             seen.append(r)
-    return seen
+            result.append(Layer(layer.source, r))
+    return result
+
+
+def case_folders(extra: list[Path] | None = None, include_builtin: bool = True, include_config: bool | None = None) -> list[Path]:
+    """The folders of `case_layers`, lowest precedence first."""
+    return [layer.path for layer in case_layers(extra, include_builtin, include_config)]
 
 
 def case_files(folder: Path) -> list[Path]:
@@ -61,6 +94,11 @@ def case_files(folder: Path) -> list[Path]:
 
 def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) -> CaseSet:
     result = CaseSet(folders=case_folders(extra, include_builtin))
+    if include_builtin:
+        from .config import load_config  # noqa: PLC0415
+
+        cfg = load_config()
+        result.problems += [Problem(cfg.path, 0, msg, "warning") for msg in cfg.problems]
     where: dict[str, Case] = {}
     for folder in result.folders:
         if not folder.is_dir():
@@ -111,10 +149,36 @@ def validate_check_syntax(case: Case) -> list[Problem]:
     return problems
 
 
+def validate_regex_cost(case: Case) -> list[Problem]:
+    """Regex signatures that could backtrack catastrophically (nested repeats, slow on probes)."""
+    from .casefile import REGEX_PREFIX  # noqa: PLC0415
+    from .signatures import regex_risk  # noqa: PLC0415
+
+    problems: list[Problem] = []
+    file_lines: list[str] | None = None
+    for sig in case.signatures:
+        if not sig.startswith(REGEX_PREFIX):
+            continue
+        pattern = sig[len(REGEX_PREFIX):].strip()
+        risk = regex_risk(pattern)
+        if not risk:
+            continue
+        if file_lines is None:
+            try:
+                file_lines = case.path.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                file_lines = []
+        snippet = pattern[:40]
+        line = next((i + 1 for i, l in enumerate(file_lines) if snippet in l.replace("\\\\", "\\")), 1)
+        problems.append(Problem(case.path, line, f"signature regex {pattern!r} {risk}"))
+    return problems
+
+
 def validate(caseset: CaseSet) -> list[Problem]:
-    """Everything `kb check` reports: load problems plus check syntax."""
+    """Everything `kb check` reports: load problems, check syntax, risky regexes."""
     problems = list(caseset.problems)
     for case in caseset.cases:
+        problems.extend(validate_regex_cost(case))
         if not case.checks:
             problems.append(Problem(case.path, 1, "no check under '## Verify' (add a fenced block with {name=...})", "warning"))
         problems.extend(validate_check_syntax(case))

@@ -10,7 +10,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from platformdirs import user_cache_dir, user_data_dir
+from platformdirs import user_cache_dir, user_config_dir, user_data_dir
 
 APP = "kb-verl"
 PACKAGE_ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +35,12 @@ def data_dir() -> Path:
     """History, crash logs, personal cases. KB_DATA_DIR overrides."""
     env = os.environ.get("KB_DATA_DIR")
     return Path(env) if env else Path(user_data_dir(APP))
+
+
+def config_dir() -> Path:
+    """`config.toml` (team and personal case folders). KB_CONFIG_DIR overrides."""
+    env = os.environ.get("KB_CONFIG_DIR")
+    return Path(env) if env else Path(user_config_dir(APP))
 
 
 def cache_dir() -> Path:

@@ -1,0 +1,192 @@
+"""Keep secrets and identities out of case files: `redact(text) -> str`.
+
+Replaced with typed placeholders:
+
+- tokens and keys: Hugging Face `hf_...` (`<hf-token>`), wandb API keys
+  (40 hex, `<wandb-key>`), AWS access key ids `AKIA...`/`ASIA...`
+  (`<aws-key-id>`) and secret keys (`<aws-secret>`), OpenAI-style `sk-...` and
+  GitHub `ghp_...` tokens (`<api-key>`, `<github-token>`),
+  `Authorization: Bearer ...` (`<token>`), and the value of any
+  `api_key=`/`token=`/`password=`/`secret=`... assignment (`<secret>`);
+- credentials in URLs: `https://user:pass@host` -> `https://<user>:<password>@host`;
+- user names in home folders (`/home/alice/`, `/Users/alice/`,
+  `C:\\Users\\alice\\` -> `<user>`) and `USER=alice`;
+- e-mail addresses (`<email>`);
+- host names: fully qualified names with a private or common top-level domain
+  (`node-17.cluster.local`, `ip-10-0-0-5.ec2.internal`), AWS-style `ip-10-0-0-5`,
+  the host of NCCL's `hostname:pid:tid [dev]` prefix, `host=`/`hostname=`
+  values (`<host>`); public hosts such as huggingface.co or github.com stay;
+- IP addresses, v4 and v6 (`<ip>`); loopback and 0.0.0.0 stay.
+
+Host and user names learnt from one place (an NCCL prefix, a home folder) are
+replaced wherever else they occur in the same text. `Redactor.spans` gives the
+positions instead of the replaced text (kb.newcase uses them to keep secrets
+out of signatures). Patterns are linear and the text is processed once per
+pattern, so a long excerpt costs little.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass, field
+
+# Hosts that identify nothing private; kept so that URLs in errors stay meaningful.
+PUBLIC_HOSTS = (
+    "huggingface.co", "hf.co", "github.com", "githubusercontent.com", "pypi.org", "pythonhosted.org",
+    "pytorch.org", "nvidia.com", "ray.io", "wandb.ai", "python.org", "readthedocs.io", "anaconda.org",
+    "anaconda.com", "conda.io", "docker.io", "docker.com", "nvcr.io", "modelscope.cn", "vllm.ai",
+    "example.com", "example.org",
+)
+# Generic account names: still hidden inside paths, not hunted down everywhere else.
+GENERIC_USERS = {"root", "user", "ubuntu", "admin", "runner", "ec2-user", "home", "shared", "data"}
+TLDS = (
+    "local|localdomain|internal|intranet|intra|lan|corp|cluster|svc|home|private|"
+    "com|net|org|edu|gov|io|ai|cn|cloud|dev|app|tech|xyz|us|uk|de|fr|jp|kr|sg|in|ru|ca|au|nl|ch|hk|tw"
+)
+
+_SECRET_NAMES = (
+    r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?access[_-]?key|secret[_-]?key|secret|client[_-]?secret|"
+    r"password|passwd|token|auth[_-]?token|access[_-]?token|refresh[_-]?token|private[_-]?key)"
+)
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str  # placeholder name without brackets
+    pattern: re.Pattern[str]
+    # the replaced part is the named group "v" when the pattern has one, else the whole match
+
+
+def _r(kind: str, pattern: str, flags: int = 0) -> Rule:
+    return Rule(kind, re.compile(pattern, flags))
+
+
+# Order matters: earlier rules claim their text first.
+RULES: list[Rule] = [
+    # credentials in URLs: scheme://user:pass@ and scheme://user@
+    _r("user", r"\b[A-Za-z][A-Za-z0-9+.-]{0,15}://(?P<v>[^\s/:@<>]+)(?=(?::[^\s/@<>]*)?@)"),
+    _r("password", r"\b[A-Za-z][A-Za-z0-9+.-]{0,15}://(?:[^\s/:@<>]+|<user>):(?P<v>[^\s/@<>]+)(?=@)"),
+    _r("token", r"(?i)\bAuthorization\s*[:=]\s*[\"']?(?:Bearer|Basic|Token)\s+(?P<v>[^\s\"',;]+)"),
+    _r("token", r"(?i)\bBearer\s+(?P<v>[A-Za-z0-9._~+/=-]{8,})"),
+    _r("hf-token", r"\bhf_[A-Za-z0-9]{20,}\b"),
+    _r("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b"),
+    _r("api-key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"),
+    _r("aws-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    # key = value assignments (env, CLI flags, JSON/YAML, query strings)
+    _r(
+        "secret",
+        r"(?i)(?<![A-Za-z0-9])[\"']?(?:[A-Za-z0-9]+[_-])*" + _SECRET_NAMES + r"[\"']?\s*[=:]\s*[\"']?(?P<v>(?!<)[^\s\"',;&)}\]]{4,})",
+    ),
+    _r("secret", r"(?i)(?<![A-Za-z0-9-])--(?:[A-Za-z0-9]+[_-])*" + _SECRET_NAMES + r"\s+[\"']?(?P<v>(?!<|-)[^\s\"',;&)}\]]{4,})"),
+    _r("aws-secret", r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[0-9])(?!/)[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
+    _r("wandb-key", r"(?<![0-9a-fA-F])[0-9a-f]{40}(?![0-9a-fA-F])"),
+    _r("email", r"\b[A-Za-z0-9._%+-]+@" + _LABEL + r"(?:\." + _LABEL + r")+\b"),
+    # user names in home folders
+    _r("user", r"(?:(?<=/home/)|(?<=/Users/)|(?<=/u/)|(?<=\\Users\\)|(?<=\\home\\))(?P<v>(?!<)[^/\\\s:'\"<>]+)"),
+    _r("user", r"(?<![A-Za-z0-9_])(?:USER|LOGNAME|USERNAME|user|username)=(?P<v>(?!<)[^\s\"',;]+)"),
+    # host names
+    _r("host", r"(?m)^(?P<pre>\s*)(?P<v>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\]"),
+    _r("host", r"(?i)(?<![A-Za-z0-9_])(?:host|hostname|node_name|nodename)\s*[=:]\s*[\"']?(?P<v>(?!<)[A-Za-z0-9][\w.-]*[A-Za-z0-9])"),
+    _r("host", r"\bip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.[A-Za-z0-9-]+)*\b"),
+    _r("host", r"(?<![\w.-])(?:" + _LABEL + r"\.)+(?:" + TLDS + r")(?![\w-]|\.[A-Za-z0-9])", re.I),
+]
+
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
+_IPV6 = re.compile(r"(?<![\w:.])(?=[0-9a-fA-F:]*:[0-9a-fA-F]*:)[0-9a-fA-F:]{2,39}(?![\w:])")
+
+
+@dataclass(frozen=True)
+class Span:
+    start: int
+    end: int
+    kind: str
+
+    @property
+    def placeholder(self) -> str:
+        return f"<{self.kind}>"
+
+
+def _is_public_host(host: str) -> bool:
+    h = host.lower().rstrip(".")
+    return any(h == p or h.endswith("." + p) for p in PUBLIC_HOSTS)
+
+
+def _ip_spans(text: str) -> list[Span]:
+    spans: list[Span] = []
+    for rx in (_IPV4, _IPV6):
+        for m in rx.finditer(text):
+            try:
+                ip = ipaddress.ip_address(m.group(0))
+            except ValueError:
+                continue
+            if ip.is_loopback or ip.is_unspecified:
+                continue
+            spans.append(Span(m.start(), m.end(), "ip"))
+    return spans
+
+
+@dataclass
+class Redactor:
+    """Finds secrets; remembers host and user names so that every mention goes."""
+
+    hosts: set[str] = field(default_factory=set)
+    users: set[str] = field(default_factory=set)
+
+    def learn(self, text: str) -> None:
+        """Remember the host and user names that `text` reveals (call before `spans`/`redact`)."""
+        for span in self._rule_spans(text):
+            value = text[span.start:span.end]
+            if span.kind == "host" and len(value) >= 3:
+                self.hosts.add(value)
+                first = value.split(".")[0]
+                if "." in value and len(first) >= 4 and not first.isdigit():
+                    self.hosts.add(first)
+            elif span.kind == "user" and len(value) >= 3 and value.lower() not in GENERIC_USERS:
+                self.users.add(value)
+
+    def _rule_spans(self, text: str) -> list[Span]:
+        spans: list[Span] = []
+        for rule in RULES:
+            for m in rule.pattern.finditer(text):
+                if "v" in rule.pattern.groupindex:
+                    start, end = m.span("v")
+                else:
+                    start, end = m.span()
+                if start == end:
+                    continue
+                if rule.kind == "host" and _is_public_host(text[start:end]):
+                    continue
+                spans.append(Span(start, end, rule.kind))
+        return spans
+
+    def spans(self, text: str) -> list[Span]:
+        """Non-overlapping spans to replace, in order; earlier rules win overlaps."""
+        self.learn(text)
+        candidates = self._rule_spans(text)
+        for names, kind in ((self.hosts, "host"), (self.users, "user")):
+            for name in sorted(names, key=len, reverse=True):
+                for m in re.finditer(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-])", text):
+                    candidates.append(Span(m.start(), m.end(), kind))
+        candidates += _ip_spans(text)
+        taken: list[Span] = []
+        for span in candidates:  # rule order first, then learnt names, then IPs
+            if not any(span.start < t.end and t.start < span.end for t in taken):
+                taken.append(span)
+        return sorted(taken, key=lambda s: s.start)
+
+    def redact(self, text: str) -> str:
+        out: list[str] = []
+        pos = 0
+        for span in self.spans(text):
+            out.append(text[pos:span.start])
+            out.append(span.placeholder)
+            pos = span.end
+        out.append(text[pos:])
+        return "".join(out)
+
+
+def redact(text: str) -> str:
+    """`text` with secrets, credentials, user names, host names and IP addresses replaced by `<kind>`."""
+    return Redactor().redact(text)
