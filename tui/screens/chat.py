@@ -156,8 +156,10 @@ class ChatScreen(Screen[None]):
         if turn.cancelled:
             return
         turn.answer = event.answer
-        view = self.query_one(Transcript).answer_view(event.turn)
+        transcript = self.query_one(Transcript)
+        view = transcript.answer_view(event.turn)
         if view is not None:
+            following = transcript.at_bottom
             earlier = sum(1 for t in self.conv.turns[: event.turn] if not t.cancelled and not t.error)
             view.show_answer(
                 event.answer,
@@ -165,6 +167,8 @@ class ChatScreen(Screen[None]):
                 followup=earlier if turn.context else 0,
                 dense_pending=not event.answer.dense_used and self.kb.dense_pending,
             )
+            if not event.reranked:  # a re-rank must not yank the view while the user reads
+                transcript.reveal(view, following)
 
     def on_search_failed(self, event: SearchFailed) -> None:
         self._fail(event.turn, event.error)

@@ -37,6 +37,8 @@ def render_card(rank: int, result: Result) -> Text:
             break
     for why in result.why[:MAX_WHY]:
         why = " ".join(why.split())  # case texts carry newlines; a card line should not
+        if why.startswith("signature ") and " matched: " in why:
+            why = why.split(" matched: ", 1)[0] + " matched the highlighted line"
         t.append("\n  • ", style="dim")
         t.append(why if len(why) <= MAX_LINE else why[:MAX_LINE] + "…", style="dim")
     return t

@@ -1,13 +1,15 @@
 """The scrolling chat transcript: user messages, answers (case cards) and check verdicts.
 
-It is anchored to the bottom: new content scrolls into view only while the
-user is at the bottom; after they scroll up, it stays put until they return.
+New content scrolls into view only while the user is at the bottom; after
+they scroll up to read, it stays put. An answer is revealed from its top
+(the best card first), not from its end.
 """
 
 from __future__ import annotations
 
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
+from textual.widget import Widget
 from textual.widgets import Static
 
 from kb.runner import CheckResult
@@ -82,8 +84,24 @@ class AnswerView(Vertical):
 class Transcript(VerticalScroll):
     """The chat history of the current conversation."""
 
-    def on_mount(self) -> None:
-        self.anchor()
+    @property
+    def at_bottom(self) -> bool:
+        return self.scroll_y >= self.max_scroll_y - 1
+
+    def reveal(self, widget: Widget, following: bool) -> None:
+        """After `widget` changed: bring its top into view, but only if the user was following."""
+        if not following:
+            return
+
+        def scroll() -> None:
+            target = widget
+            prev = self.children[self.children.index(widget) - 1] if widget in self.children and self.children.index(widget) > 0 else None
+            # Keep the user's own (short) message in view above the answer.
+            if prev is not None and prev.has_class("user") and prev.outer_size.height <= 14:
+                target = prev
+            self.scroll_to_widget(target, top=True, animate=False)
+
+        self.call_after_refresh(scroll)
 
     def add_user(self, text: str) -> None:
         self.mount(Static(_clip(text), classes="user"))
@@ -94,7 +112,10 @@ class Transcript(VerticalScroll):
         return view
 
     def add_info(self, text: str, classes: str = "info") -> None:
-        self.mount(Static(Text(text), classes=classes))
+        following = self.at_bottom
+        widget = Static(Text(text), classes=classes)
+        self.mount(widget)
+        self.reveal(widget, following)
 
     def add_check(self, case_title: str, result: CheckResult) -> None:
         t = Text("check ")
@@ -102,7 +123,10 @@ class Transcript(VerticalScroll):
         t.append(f" of {result.case} ({case_title}): ")
         t.append(result.verdict, style=VERDICT_STYLE.get(result.verdict, "bold"))
         t.append(f" — {result.reason}", style="dim")
-        self.mount(Static(t, classes=f"check -{result.verdict.replace(' ', '-')}"))
+        following = self.at_bottom
+        widget = Static(t, classes=f"check -{result.verdict.replace(' ', '-')}")
+        self.mount(widget)
+        self.reveal(widget, following)
 
     def answer_view(self, turn: int) -> AnswerView | None:
         for view in self.query(AnswerView):
@@ -111,5 +135,5 @@ class Transcript(VerticalScroll):
         return None
 
     def jump_to_end(self) -> None:
-        """The user sent something: show it, and follow new output again."""
-        self.anchor()
+        """The user sent something: show it (they expect to see their own message)."""
+        self.call_after_refresh(lambda: self.scroll_end(animate=False))
