@@ -59,6 +59,7 @@ class ChatScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._welcome()
+        self.kb.set_status("index", self.kb._status["index"])  # the app's status, now that the bar exists
         prompt = self.query_one(PromptArea)
         prompt.cursor_blink = self.kb.cursor_blink
         prompt.focus()

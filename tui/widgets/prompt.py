@@ -176,9 +176,11 @@ class PromptArea(TextArea):
             except OSError:
                 return None
             return self._add(f"log file {path}, {human_size(size)}", Attachment("", path=path))
-        if len(text) > LARGE_PASTE_CHARS or text.count("\n") > LARGE_PASTE_LINES:
-            lines = text.count("\n") + 1
-            return self._add(f"pasted {human_size(len(text.encode('utf-8', 'replace')) if len(text) < 1_000_000 else len(text))}, {human_count(lines)} lines", Attachment("", text=text))
+        # Terminals often paste line ends as \r: count whichever ending the paste uses.
+        breaks = max(text.count("\n"), text.count("\r"))
+        if len(text) > LARGE_PASTE_CHARS or breaks > LARGE_PASTE_LINES:
+            # Characters, not encoded bytes: the same for logs, and no 20 MB copy on the UI thread.
+            return self._add(f"pasted {human_size(len(text))}, {human_count(breaks + 1)} lines", Attachment("", text=text))
         return None
 
     def _add(self, label: str, att: Attachment) -> str:
