@@ -17,6 +17,11 @@ from typing import Any
 
 import yaml
 
+# libyaml's parser: ten times faster (matters for 100k-case sets) and it refuses
+# absurd nesting (100k `[`) at once with a clean error, where the pure-Python
+# loader spends seconds before a RecursionError.
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
 REQUIRED_KEYS = ("id", "title", "category", "signatures", "symptoms", "sources")
 OPTIONAL_KEYS = ("tags", "params", "status", "reviewed", "overrides", "versions")
 KNOWN_KEYS = REQUIRED_KEYS + OPTIONAL_KEYS
@@ -275,7 +280,7 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
         return None, [Problem(path, 1, "no YAML front matter: the file must start with '---' and close it with '---'")]
     fm_text, body, body_line = split
     try:
-        meta = yaml.safe_load(fm_text)
+        meta = yaml.load(fm_text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 2 if mark is not None else 1

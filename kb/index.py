@@ -141,8 +141,14 @@ def open_index(
     rebuild: bool = False,
     progress: bool | None = None,
     dense: bool = True,
+    dense_texts: int | None = None,
 ) -> LoadedIndex:
-    """Return an up-to-date index, updating it first if the cases or model changed."""
+    """Return an up-to-date index, updating it first if the cases or model changed.
+
+    `dense_texts` keeps only the first N dense texts of each case (title,
+    summary, ...) when embedding: for very large synthetic sets (see
+    benchmarks/scale.py), where embedding ~10 texts per case would take hours.
+    """
     root, notes = choose_root(index_dir)
     folders = case_folders(extra_dirs, include_builtin)
     try:
@@ -161,7 +167,7 @@ def open_index(
             loaded = _try_load(root, folders, stats, identity, notes)
             if loaded is not None:
                 return loaded
-        return _update(root, folders, extra_dirs, include_builtin, spec, spec_error, identity, rebuild, progress, notes)
+        return _update(root, folders, extra_dirs, include_builtin, spec, spec_error, identity, rebuild, progress, notes, dense_texts)
 
 
 def _try_load(root: Path, folders: list[Path], stats: dict[str, list[int]], identity: dict[str, Any], notes: list[str]) -> LoadedIndex | None:
@@ -173,6 +179,10 @@ def _try_load(root: Path, folders: list[Path], stats: dict[str, list[int]], iden
         if manifest.get("folders") != [str(f) for f in folders] or manifest.get("file_stats") != stats:
             return None
         if manifest.get("model_identity") != identity:
+            return None
+        dense = manifest.get("dense", {})
+        if dense.get("enabled") and _export_check(root / "models", dense.get("weights_sha256", "")) is None:
+            notes.append("the ONNX export in the index folder is missing or damaged; exporting again")
             return None
         return _load_generation(root, gen, manifest, notes)
     except (store.IndexCorrupt, OSError, ValueError, KeyError) as exc:
@@ -231,6 +241,34 @@ def _progress(total: int, desc: str, enabled: bool | None):
     return tqdm(total=total, desc=desc, unit="text", disable=not show, delay=1.0, mininterval=0.2, file=sys.stderr, leave=False)
 
 
+def _export_check(models: Path, sha: str) -> dict[str, Any] | None:
+    """The export's check record if models/<sha>.onnx is present and has the recorded size, else None.
+
+    The size (and sha256, recorded for audits) is written when the export is
+    made; a truncated, replaced or foreign .onnx, or a damaged .json, fails
+    here and the model is exported again. Cheap enough for every search.
+    """
+    if not sha:
+        return None
+    try:
+        check = json.loads((models / f"{sha}.json").read_text(encoding="utf-8"))
+        size = (models / f"{sha}.onnx").stat().st_size
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(check, dict) or check.get("weights_sha256") != sha or check.get("onnx_size") != size:
+        return None
+    return check
+
+
+def _clean_models(models: Path) -> None:
+    """Drop exports interrupted by a crash (only called under the lock, so none is in progress)."""
+    for tmp in models.glob(".*.onnx.tmp"):
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+
+
 def _prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_texts: list[str]) -> tuple[dict[str, Any], Any]:
     """Verify weights, export to ONNX once per weights hash, check the export. Returns (dense info, encoder|None)."""
     if spec is None:
@@ -244,7 +282,8 @@ def _prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_t
     check_path = models / f"{sha}.json"
     info: dict[str, Any] = {"enabled": True, "reason": "", "model": spec.name, "model_path": str(spec.path), "weights_sha256": sha}
     try:
-        if not onnx_path.is_file() or not check_path.is_file():
+        _clean_models(models)
+        if _export_check(models, sha) is None:
             from .model import export_onnx, torch_embeddings  # noqa: PLC0415 - torch, build time only
             from .encoder import OnnxEncoder  # noqa: PLC0415
 
@@ -259,8 +298,15 @@ def _prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_t
             if min_cos < MIN_EXPORT_COSINE:
                 tmp.unlink(missing_ok=True)
                 return {"enabled": False, "reason": f"ONNX export of {spec.path} differs from the model (min cosine {min_cos:.4f})"}, None
+            from .model import sha256_file  # noqa: PLC0415
+
+            record = {
+                "weights_sha256": sha, "texts_checked": len(texts), "min_cosine": min_cos, "at": time.time(),
+                "onnx_size": tmp.stat().st_size, "onnx_sha256": sha256_file(tmp),
+            }
+            check_path.unlink(missing_ok=True)  # an old record must never vouch for the new file
             os.replace(tmp, onnx_path)
-            store.write_json(check_path, {"weights_sha256": sha, "texts_checked": len(texts), "min_cosine": min_cos, "at": time.time()})
+            store.write_json(check_path, record)
         check = json.loads(check_path.read_text(encoding="utf-8"))
         info["export_min_cosine"] = check.get("min_cosine")
         from .encoder import OnnxEncoder  # noqa: PLC0415
@@ -283,10 +329,15 @@ def _update(
     rebuild: bool,
     progress: bool | None,
     notes: list[str],
+    dense_texts: int | None = None,
 ) -> LoadedIndex:
     stats = _file_stats(folders)  # re-read under the lock
     caseset = load_cases(extra_dirs, include_builtin)
     docs = [build_doc(c) for c in caseset.cases]
+    if dense_texts:
+        for d in docs:
+            d["dense_texts"] = d["dense_texts"][:dense_texts]
+            d["dense_kinds"] = d["dense_kinds"][:dense_texts]
     all_texts = [t for d in docs for t in d["dense_texts"]]
     dense_info, encoder = _prepare_model(root, spec, spec_error, all_texts)
     previous = {} if rebuild else _previous_vectors(root, dense_info.get("weights_sha256"))

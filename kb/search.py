@@ -104,6 +104,7 @@ class RawScores:
     bm25_context: np.ndarray | None = None
     cos: np.ndarray | None = None
     best_row: np.ndarray | None = None
+    timed_out: list[str] = field(default_factory=list)  # regex signatures skipped for running too long
 
 
 def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -211,7 +212,7 @@ class Engine:
             lines = [l.text for l in signals.lines]
             if len(lines) > 5000:  # huge paste: error lines and the tail carry the signature
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
-            raw.hits = self.matcher.match(lines)
+            raw.hits = self.matcher.match(lines, raw.timed_out)
             sig = np.zeros(n, dtype=np.float32)
             pos = {d["id"]: i for i, d in enumerate(self.docs)}
             for cid, h in raw.hits.items():
@@ -252,6 +253,8 @@ class Engine:
             notes.append(f"{len(self.index.status.problems)} case file(s) skipped because of errors; run `kb check`")
         if "dense" in use and raw.cos is None:
             notes.append(f"dense search not used: {self.dense_error or 'model not loaded yet'}")
+        if raw.timed_out:
+            notes.append(f"{len(raw.timed_out)} regex signature(s) skipped for taking too long (run `kb check`): " + ", ".join(s[:60] for s in raw.timed_out[:3]))
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
         return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes)

@@ -6,18 +6,44 @@ signatures are searched line by line (`.` never crosses a line), on lines
 already capped in length by the signal extractor, with IGNORECASE. One word
 can change the meaning ("unhandled system error" vs "unhandled cuda error"),
 so matching stays literal; fuzzy similarity is the other scorers' job.
+
+Bounded cost, however many cases and whatever the paste:
+- every regex runs with a time limit (the `regex` package's `timeout=`); a
+  signature that times out is skipped for that query and reported, so one
+  badly written pattern (`(a+)+$`) cannot freeze a search. `kb check` flags
+  such patterns beforehand (`regex_risk`);
+- literal signatures are indexed by their rarest inner word (a word with
+  separators on both sides inside the signature must appear as a whole word
+  in the paste), so a query only tries the signatures whose key word it
+  contains; signatures without an inner word are tried one by one;
+- each regex carries the longest literal run it requires (when one can be
+  read off the pattern safely); it only runs when that run occurs in the paste.
+These filters only skip signatures that cannot match, so results are the
+same as trying every signature.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+import time
 from dataclasses import dataclass
 
 from .casefile import REGEX_PREFIX
 from .documents import CaseDoc
 
+try:  # the `regex` package: same syntax as `re`, plus a per-call timeout
+    import regex as _rx
+
+    HAVE_TIMEOUT = True
+except ImportError:  # pragma: no cover - a dependency; without it risky patterns are skipped instead
+    _rx = re  # type: ignore[assignment]
+    HAVE_TIMEOUT = False
+
+REGEX_TIMEOUT_S = 0.05  # per signature and line group; a sane pattern needs microseconds
+PROBE_TIMEOUT_S = 0.05
 _WS_RE = re.compile(r"\s+")
+_WORD_RE = re.compile(r"\w+")
 
 
 def canon(text: str) -> str:
@@ -37,8 +63,10 @@ class _Compiled:
     case_id: str
     raw: str
     literal: str | None
-    regex: re.Pattern[str] | None
+    regex: object | None  # the pattern text, compiled (`regex`, or `re`) on first use
     specificity: float
+    required: str = ""  # casefolded literal the regex cannot match without
+    compiled: object | None = None
 
 
 def _specificity(sig_text: str) -> float:
@@ -46,25 +74,208 @@ def _specificity(sig_text: str) -> float:
     return max(0.5, min(1.0, 0.45 + len(sig_text) / 110))
 
 
+# ---------------------------------------------------------------- regex analysis
+
+
+def _parse(pattern: str):  # -> sre parse tree or None
+    try:
+        import re._parser as sre_parse  # noqa: PLC0415 - Python 3.11+
+    except ImportError:  # pragma: no cover
+        import sre_parse  # type: ignore[no-redef]  # noqa: PLC0415
+    try:
+        return sre_parse.parse(pattern, re.I)
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return None
+
+
+def _literal_runs(tree) -> list[str]:  # noqa: ANN001
+    """Literal runs every match must contain, read from the top level of the pattern.
+
+    Conservative: groups, alternations, classes and optional items end a run;
+    `x+` keeps its first `x`. Returns [] when nothing is certain.
+    """
+    from re._constants import LITERAL, MAX_REPEAT, MIN_REPEAT, POSSESSIVE_REPEAT  # noqa: PLC0415
+
+    runs: list[str] = []
+    cur: list[str] = []
+
+    def flush() -> None:
+        if cur:
+            runs.append("".join(cur))
+            cur.clear()
+
+    for op, av in tree:
+        if op is LITERAL:
+            cur.append(chr(av))
+        elif op in (MAX_REPEAT, MIN_REPEAT, POSSESSIVE_REPEAT):
+            lo, _hi, sub = av
+            items = list(sub)
+            if lo >= 1 and len(items) == 1 and items[0][0] is LITERAL:
+                cur.append(chr(items[0][1]))  # x+ : one x is certain, then the run ends
+            flush()
+        else:
+            flush()
+    flush()
+    return runs
+
+
+def required_literal(pattern: str) -> str:
+    """The longest casefolded literal run the pattern requires ('' if unsure or too short)."""
+    tree = _parse(pattern)
+    if tree is None:
+        return ""
+    try:
+        runs = _literal_runs(tree)
+    except Exception:  # noqa: BLE001 - an optimisation only
+        return ""
+    best = max(runs, key=len, default="")
+    if len(best) < 3 or not best.isascii():
+        return ""
+    return best.casefold()
+
+
+def _nested_repeat(tree, inside: bool = False) -> bool:  # noqa: ANN001
+    from re._constants import BRANCH, MAX_REPEAT, MIN_REPEAT, SUBPATTERN, MAXREPEAT, ATOMIC_GROUP, ASSERT, ASSERT_NOT  # noqa: PLC0415
+
+    for op, av in tree:
+        if op in (MAX_REPEAT, MIN_REPEAT):
+            lo, hi, sub = av
+            unbounded = hi is MAXREPEAT or hi > 16
+            if inside and unbounded:
+                return True
+            if _nested_repeat(sub, inside or unbounded):
+                return True
+        elif op is SUBPATTERN:
+            if _nested_repeat(av[-1], inside):
+                return True
+        elif op is BRANCH:
+            if any(_nested_repeat(b, inside) for b in av[1]):
+                return True
+        elif op in (ATOMIC_GROUP,):
+            if _nested_repeat(av, inside):
+                return True
+        elif op in (ASSERT, ASSERT_NOT):
+            if _nested_repeat(av[1], inside):
+                return True
+    return False
+
+
+def _probes(pattern: str) -> list[str]:
+    chars = sorted({c for c in pattern if c.isalnum()} | set("a0 _-./:x\t"))
+    out = []
+    for c in chars[:40]:
+        out.append(c * 3000 + "\x00")
+        out.append((c + " ") * 1500 + "\x00")
+    return out
+
+
+def regex_risk(pattern: str) -> str | None:
+    """Why a signature regex could make a search slow (None if it looks safe).
+
+    Two tests: a repeat inside a repeat (`(a+)+`, `(\\w+\\s?)*`), the shape of
+    catastrophic backtracking; and adversarial probes (long runs of one
+    character followed by a character that breaks the match), each with a
+    time limit.
+    """
+    tree = _parse(pattern)
+    if tree is None:
+        return None  # not compiling is reported separately
+    try:
+        if _nested_repeat(tree):
+            return "has a repeat nested inside a repeat (catastrophic backtracking); rewrite it without the outer repeat"
+    except RecursionError:
+        return "is nested too deeply"
+    try:
+        rx = _rx.compile(pattern, _rx.I)
+    except Exception:  # noqa: BLE001
+        return None
+    for probe in _probes(pattern):
+        t0 = time.perf_counter()
+        try:
+            if HAVE_TIMEOUT:
+                rx.search(probe, timeout=PROBE_TIMEOUT_S)
+            else:  # pragma: no cover
+                rx.search(probe)
+        except TimeoutError:
+            return f"takes over {PROBE_TIMEOUT_S * 1000:.0f} ms on a {len(probe)}-character probe (catastrophic backtracking)"
+        if time.perf_counter() - t0 > PROBE_TIMEOUT_S * 4:
+            return f"takes {time.perf_counter() - t0:.2f} s on a {len(probe)}-character probe"
+    return None
+
+
+# ---------------------------------------------------------------- matcher
+
+
 class SignatureMatcher:
     def __init__(self, docs: list[CaseDoc]) -> None:
         self.compiled: list[_Compiled] = []
+        self.skipped: list[str] = []  # regexes refused at load (no timeout available and risky)
+        by_word: dict[str, list[int]] = {}
+        self._by_word_regex: dict[str, list[int]] = {}
+        word_df: dict[str, int] = {}
+        literal_words: list[tuple[int, list[str]]] = []
         for doc in docs:
             for sig in doc["signatures"]:
                 if sig.startswith(REGEX_PREFIX):
                     pattern = sig[len(REGEX_PREFIX):].strip()
-                    try:
-                        rx = re.compile(pattern, re.I)
-                    except re.error:
-                        continue  # kb check reports it; search skips it
-                    self.compiled.append(_Compiled(doc["id"], sig, None, rx, _specificity(pattern) + 0.05))
+                    if not pattern or (not HAVE_TIMEOUT and regex_risk(pattern)):  # pragma: no cover
+                        self.skipped.append(sig)
+                        continue
+                    # compiled lazily: with 100k cases most patterns never meet a paste that holds their literal
+                    self.compiled.append(_Compiled(doc["id"], sig, None, pattern, _specificity(pattern) + 0.05, required_literal(pattern)))
                 else:
                     lit = canon(sig)
                     if len(lit) >= 6:
+                        idx = len(self.compiled)
                         self.compiled.append(_Compiled(doc["id"], sig, lit, None, _specificity(lit)))
+                        inner = _inner_words(lit)
+                        literal_words.append((idx, inner))
+                        for w in set(inner):
+                            word_df[w] = word_df.get(w, 0) + 1
+        self._unkeyed: list[int] = []
+        for i, c in enumerate(self.compiled):  # regexes: key by an inner word of the literal they require
+            if c.regex is not None and c.required:
+                inner = _inner_words(c.required)
+                if inner:
+                    literal_words.append((i, inner))
+                    for w in set(inner):
+                        word_df[w] = word_df.get(w, 0) + 1
+        self._regex_unkeyed: list[int] = []
+        keyed_regex: set[int] = set()
+        for idx, inner in literal_words:
+            if inner:
+                key = min(inner, key=lambda w: (word_df[w], -len(w)))
+                target = self._by_word_regex if self.compiled[idx].regex is not None else by_word
+                target.setdefault(key, []).append(idx)
+                if self.compiled[idx].regex is not None:
+                    keyed_regex.add(idx)
+            elif self.compiled[idx].regex is None:
+                self._unkeyed.append(idx)
+        self._by_word = by_word
+        self._regex_unkeyed = [i for i, c in enumerate(self.compiled) if c.regex is not None and i not in keyed_regex]
+        self.has_regex = any(c.regex is not None for c in self.compiled)
 
-    def match(self, lines: list[str]) -> dict[str, list[SignatureHit]]:
-        """Hits per case id for the cleaned lines of a paste."""
+    def candidates(self, joined: str, folded: str) -> list[int]:
+        """Indices of the signatures that can possibly match (in load order)."""
+        picked = list(self._unkeyed)
+        for w in set(_WORD_RE.findall(joined)):
+            picked.extend(self._by_word.get(w, ()))
+        if self.has_regex:
+            for w in set(_WORD_RE.findall(folded)):
+                picked.extend(self._by_word_regex.get(w, ()))
+            for i in self._regex_unkeyed:
+                req = self.compiled[i].required
+                if not req or req in folded:
+                    picked.append(i)
+        picked.sort()
+        return picked
+
+    def match(self, lines: list[str], timeouts: list[str] | None = None) -> dict[str, list[SignatureHit]]:
+        """Hits per case id for the cleaned lines of a paste.
+
+        A regex that runs past REGEX_TIMEOUT_S is skipped; its signature is
+        appended to `timeouts` (when given) so the caller can say so.
+        """
         canon_lines = [canon(line) for line in lines]
         starts: list[int] = []
         pos = 0
@@ -72,21 +283,56 @@ class SignatureMatcher:
             starts.append(pos)
             pos += len(cl) + 1
         joined = " ".join(canon_lines)
+        folded = "\n".join(lines).casefold() if self.has_regex else ""
         hits: dict[str, list[SignatureHit]] = {}
-        for comp in self.compiled:
+        for i in self.candidates(joined, folded):
+            comp = self.compiled[i]
             line_text: str | None = None
             if comp.literal is not None:
                 idx = joined.find(comp.literal)
                 if idx >= 0:
                     line_text = lines[max(0, bisect.bisect_right(starts, idx) - 1)]
             elif comp.regex is not None:
-                for raw in lines:
-                    if comp.regex.search(raw):
-                        line_text = raw
-                        break
+                line_text = self._search_regex(comp, lines, timeouts)
             if line_text is not None:
                 hits.setdefault(comp.case_id, []).append(SignatureHit(comp.case_id, comp.raw, line_text.strip(), comp.specificity))
         return hits
+
+    @staticmethod
+    def _search_regex(comp: _Compiled, lines: list[str], timeouts: list[str] | None) -> str | None:
+        rx = comp.compiled
+        if rx is None:
+            try:
+                rx = comp.compiled = _rx.compile(comp.regex, _rx.I)  # type: ignore[arg-type]
+            except Exception:  # noqa: BLE001 - kb check reports it; search skips it
+                comp.regex = None
+                return None
+        deadline = time.monotonic() + REGEX_TIMEOUT_S * 4  # for the whole paste, not per line
+        for raw in lines:
+            if comp.required and comp.required not in raw.casefold():
+                continue
+            try:
+                found = rx.search(raw, timeout=REGEX_TIMEOUT_S) if HAVE_TIMEOUT else rx.search(raw)  # type: ignore[union-attr]
+            except TimeoutError:
+                if timeouts is not None:
+                    timeouts.append(comp.raw)
+                return None
+            if found:
+                return raw
+            if time.monotonic() > deadline:
+                if timeouts is not None:
+                    timeouts.append(comp.raw)
+                return None
+        return None
+
+
+def _inner_words(lit: str) -> list[str]:
+    """Words of a canonical literal with a non-word character on both sides inside it."""
+    out = []
+    for m in _WORD_RE.finditer(lit):
+        if m.start() > 0 and m.end() < len(lit):
+            out.append(m.group(0))
+    return out
 
 
 def signature_score(hits: list[SignatureHit]) -> float:
