@@ -27,6 +27,7 @@ pattern, so a long excerpt costs little.
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
 from dataclasses import dataclass, field
@@ -136,7 +137,10 @@ class Redactor:
 
     def learn(self, text: str) -> None:
         """Remember the host and user names that `text` reveals (call before `spans`/`redact`)."""
-        for span in self._rule_spans(text):
+        self._learn_from(text, self._rule_spans(text))
+
+    def _learn_from(self, text: str, spans: list[Span]) -> None:
+        for span in spans:
             value = text[span.start:span.end]
             if span.kind == "host" and len(value) >= 3:
                 self.hosts.add(value)
@@ -163,18 +167,24 @@ class Redactor:
 
     def spans(self, text: str) -> list[Span]:
         """Non-overlapping spans to replace, in order; earlier rules win overlaps."""
-        self.learn(text)
         candidates = self._rule_spans(text)
+        self._learn_from(text, candidates)
         for names, kind in ((self.hosts, "host"), (self.users, "user")):
             for name in sorted(names, key=len, reverse=True):
                 for m in re.finditer(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-])", text):
                     candidates.append(Span(m.start(), m.end(), kind))
         candidates += _ip_spans(text)
+        starts: list[int] = []  # taken spans, sorted and disjoint
         taken: list[Span] = []
         for span in candidates:  # rule order first, then learnt names, then IPs
-            if not any(span.start < t.end and t.start < span.end for t in taken):
-                taken.append(span)
-        return sorted(taken, key=lambda s: s.start)
+            i = bisect.bisect_right(starts, span.start)
+            if i and taken[i - 1].end > span.start:
+                continue
+            if i < len(taken) and taken[i].start < span.end:
+                continue
+            starts.insert(i, span.start)
+            taken.insert(i, span)
+        return taken
 
     def redact(self, text: str) -> str:
         out: list[str] = []
