@@ -168,6 +168,9 @@ async def test_abstains_on_go_panic_and_offers_new_case(engine: Engine) -> None:
 
         saved = list((Path(os.environ["KB_DATA_DIR"]) / "incidents").glob("paste-*.log"))
         assert len(saved) == 1 and "nil pointer dereference" in saved[0].read_text()
+        outcome = app.last_new_case
+        assert outcome.draft_path is not None and outcome.draft_path.is_file(), outcome.message
+        assert "nil pointer dereference" in outcome.draft_path.read_text()
 
 
 async def test_follow_up_refines_and_new_conversation(engine: Engine) -> None:

@@ -214,7 +214,8 @@ class KbApp(App[int]):
     def _new_case(self, text: str) -> None:
         from .newcase import start_new_case
 
-        outcome = start_new_case(text)
+        outcome = start_new_case(text, self.engine)
+        self.last_new_case = outcome
         self.call_from_thread(self.notify, outcome.message, timeout=15)
 
     def action_help(self) -> None:

@@ -1,9 +1,10 @@
-"""Hook: start a new case from a paste kb could not match.
+"""Start a new case from a paste kb could not match (ctrl+r in the chat).
 
-`kb new --from-log FILE` (kb/newcase.py, written by another engineer) turns a
-log into a case draft. Until it exists, the app saves the paste to a file and
-tells the user the command to run later. `start_new_case` is the one place to
-wire the real engine in.
+The paste is always saved first (`<data dir>/incidents/`), then
+kb.newcase drafts a case from it the way `kb new --from-log` does: into the
+personal (or team) case folder, never over an existing file, and not at all
+when an existing case already matches (then it says which, and how to add
+the signature to it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import datetime as _dt
 import importlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kb.paths import data_dir
 
@@ -31,8 +33,8 @@ def save_paste(text: str) -> Path:
     return path
 
 
-def start_new_case(text: str) -> NewCaseOutcome:
-    """Save the paste; draft a case from it when kb's `new` engine is available. Blocking (run in a worker)."""
+def start_new_case(text: str, engine: Any = None) -> NewCaseOutcome:
+    """Save the paste, then draft a case from it with kb.newcase (as `kb new --from-log`). Blocking: run in a worker."""
     log_path = save_paste(text)
     try:
         newcase = importlib.import_module("kb.newcase")
@@ -42,15 +44,20 @@ def start_new_case(text: str) -> NewCaseOutcome:
             f"later run: kb new --from-log {log_path}",
             log_path,
         )
-    # The engine's API is not settled yet: use the first entry point it offers.
-    for name in ("new_from_log", "draft_from_log", "create_from_log"):
-        fn = getattr(newcase, name, None)
-        if callable(fn):
-            try:
-                draft = fn(log_path)
-            except Exception as exc:  # noqa: BLE001 - the app must keep running
-                return NewCaseOutcome(f"kb new failed: {exc}. The paste is saved to {log_path}", log_path)
-            draft_path = Path(getattr(draft, "path", draft)) if isinstance(draft, (str, Path)) or hasattr(draft, "path") else None
-            where = f" Draft: {draft_path}" if draft_path else ""
-            return NewCaseOutcome(f"New case drafted from the paste.{where}", log_path, draft_path)
-    return NewCaseOutcome(f"The paste is saved to {log_path}; run: kb new --from-log {log_path}", log_path)
+    try:
+        folder = newcase.target_folder(None)
+        from kb.caseset import case_files  # noqa: PLC0415
+
+        taken = {p.stem for p in case_files(folder)} if folder.is_dir() else set()
+        draft = newcase.draft_from_text(text, engine, taken_ids=taken)
+        dup = draft.duplicate
+        if dup is not None:
+            return NewCaseOutcome(
+                f"An existing case already matches this log: {dup.id}. To add the signature(s) to it: "
+                f"kb new --from-log {log_path} --add-to {dup.id}",
+                log_path,
+            )
+        path = newcase.write_draft(draft, folder)
+    except Exception as exc:  # noqa: BLE001 - the app must keep running; the paste is safe on disk
+        return NewCaseOutcome(f"Could not draft a case: {exc}. The paste is saved to {log_path}; try: kb new --from-log {log_path}", log_path)
+    return NewCaseOutcome(f"New case drafted: {path}. Edit it, then run: kb check --cases {folder}", log_path, path)
