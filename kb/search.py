@@ -33,7 +33,7 @@ class Weights:
     signature: float = 0.30
     lexical: float = 0.30
     dense: float = 0.40
-    abstain_below: float = 0.25  # fused score of the top result
+    abstain_below: float = 0.30  # fused score of the top result; dev: out-of-scope <= 0.25, in-scope >= 0.33
     dense_floor: float = 0.20  # cosine that unrelated text reaches
     dense_ceiling: float = 0.80  # cosine of a near-verbatim match
     context_weight: float = 0.2  # BM25 weight of the non-error lines and earlier turns
