@@ -11,6 +11,7 @@ def _kb_private_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
     base = tmp_path_factory.mktemp("kbhome")
     monkeypatch.setenv("KB_DATA_DIR", str(base / "data"))
     monkeypatch.setenv("KB_CACHE_DIR", str(base / "cache"))
+    monkeypatch.setenv("KB_CONFIG_DIR", str(base / "config"))
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import argparse
 import os
 
 from .. import paths
-from ..caseset import case_folders
+from ..caseset import case_layers
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -15,11 +15,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    print(f"built-in cases: {paths.builtin_cases_dir()}")
-    for f in case_folders()[1:]:
-        print(f"extra cases:    {f}  (KB_CASES)")
-    print(f"index:          {paths.default_index_dir()}")
-    print(f"data (history): {paths.data_dir()}")
-    print(f"cache:          {paths.cache_dir()}")
-    print(f"model override: {os.environ.get('KB_MODEL_DIR', '(none: packaged all-MiniLM-L6-v2)')}")
+    for layer in case_layers():
+        print(f"cases ({layer.source}):".ljust(18) + f"{layer.path}")
+    print(f"index:            {paths.default_index_dir()}")
+    print(f"data (history):   {paths.data_dir()}")
+    print(f"cache:            {paths.cache_dir()}")
+    print(f"model override:   {os.environ.get('KB_MODEL_DIR', '(none: packaged all-MiniLM-L6-v2)')}")
     return 0
