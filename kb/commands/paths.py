@@ -20,5 +20,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"index:            {paths.default_index_dir()}")
     print(f"data (history):   {paths.data_dir()}")
     print(f"cache:            {paths.cache_dir()}")
+    print(f"config:           {paths.config_dir() / 'config.toml'}")
     print(f"model override:   {os.environ.get('KB_MODEL_DIR', '(none: packaged all-MiniLM-L6-v2)')}")
     return 0
