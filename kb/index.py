@@ -65,6 +65,20 @@ class LoadedIndex:
     def tokenizer_path(self) -> Path:
         return Path(self.manifest["dense"]["model_path"]) / "tokenizer.json"
 
+    def lexical_index(self):  # -> LexicalIndex
+        """BM25 saved with the generation; built from the documents if it is missing or unreadable."""
+        from .lexical import LexicalIndex, load_retriever  # noqa: PLC0415
+
+        saved = self.generation / "bm25"
+        if saved.is_dir():
+            try:
+                retriever = load_retriever(saved)
+                if int(retriever.scores["num_docs"]) == len(self.docs):
+                    return LexicalIndex(self.docs, retriever)
+            except Exception:  # noqa: BLE001 - a damaged BM25 folder costs a rebuild in memory, not an error
+                pass
+        return LexicalIndex(self.docs)
+
     def faiss_index(self):  # -> faiss.Index
         if self._faiss is None:
             import faiss  # noqa: PLC0415
@@ -187,7 +201,9 @@ def _try_load(root: Path, folders: list[Path], stats: dict[str, list[int]], iden
             return None
         return _load_generation(root, gen, manifest, notes)
     except (store.IndexCorrupt, OSError, ValueError, KeyError) as exc:
-        notes.append(f"index at {gen} is unreadable ({exc}); rebuilding")
+        note = f"index at {gen} is unreadable ({exc}); rebuilding"
+        if note not in notes:
+            notes.append(note)
         return None
 
 
@@ -373,6 +389,7 @@ def _update(
         (building / "docs.json").write_text(json.dumps(docs, ensure_ascii=False), encoding="utf-8")
         np.save(building / "vectors.npy", vectors, allow_pickle=False)
         np.save(building / "rows.npy", row_case, allow_pickle=False)
+        _write_lexical(root, building, docs)
         if len(vectors) > APPROX_THRESHOLD:
             _write_approximate(building / "vectors.faiss", vectors)
         manifest = {
@@ -398,6 +415,36 @@ def _update(
     loaded = _load_generation(root, gen, manifest, notes)
     loaded.status.rebuilt = rebuilt
     return loaded
+
+
+def _previous_tokens(root: Path) -> dict[str, list[str]]:
+    """content hash -> BM25 tokens from the live generation (tokenizing 100k cases takes minutes)."""
+    gen = store.current_generation(root)
+    if gen is None:
+        return {}
+    try:
+        data = json.loads((gen / "tokens.json").read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+
+
+def _write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:
+    from .lexical import build_retriever, save_retriever  # noqa: PLC0415
+    from .tokenize import tokenize  # noqa: PLC0415
+
+    previous = _previous_tokens(root)
+    tokens: dict[str, list[str]] = {}
+    doc_tokens: list[list[str]] = []
+    for doc in docs:
+        toks = previous.get(doc["content_hash"])
+        if not isinstance(toks, list):
+            toks = tokenize(doc["lexical"])
+        tokens[doc["content_hash"]] = toks
+        doc_tokens.append(toks)
+    (building / "tokens.json").write_text(json.dumps(tokens, ensure_ascii=False), encoding="utf-8")
+    if docs:
+        save_retriever(build_retriever(doc_tokens), building / "bm25")
 
 
 def _write_approximate(path: Path, vectors: np.ndarray) -> None:

@@ -21,7 +21,6 @@ import numpy as np
 
 from .documents import CaseDoc
 from .index import LoadedIndex, open_index
-from .lexical import LexicalIndex
 from .signals import Signals, extract
 from .signatures import SignatureHit, SignatureMatcher, signature_score
 
@@ -144,7 +143,7 @@ class Engine:
         self.index = index
         self.weights = weights
         self.docs: list[CaseDoc] = index.docs
-        self.lexical = LexicalIndex(self.docs)
+        self.lexical = index.lexical_index()
         self.matcher = SignatureMatcher(self.docs)
         self._encoder: Any = None
         self._encoder_error: str = ""

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: BM25 matrices and tokens saved with each generation
 CURRENT = "CURRENT"
 LOCK_NAME = ".lock"
 KEEP_GENERATIONS = 2
@@ -103,9 +103,10 @@ def new_generation_dir(root: Path) -> Path:
 
 
 def commit_generation(root: Path, building: Path) -> Path:
-    for f in building.iterdir():
-        with open(f, "rb") as fh:
-            os.fsync(fh.fileno())
+    for f in building.rglob("*"):
+        if f.is_file():
+            with open(f, "rb") as fh:
+                os.fsync(fh.fileno())
     name = f"gen-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns() % 1_000_000}"
     final = root / name
     os.rename(building, final)
