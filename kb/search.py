@@ -25,6 +25,7 @@ from .signals import Signals, extract
 from .signatures import SignatureHit, SignatureMatcher, signature_score
 
 SCORERS = ("signature", "lexical", "dense")
+DENSE_NEIGHBOURS = 160  # nearest vectors read per query (a case has ~11)
 
 
 @dataclass(frozen=True)
@@ -190,7 +191,8 @@ class Engine:
         best_row = np.full(n, -1, dtype=np.int64)
         q = self._encoder.encode_one(text)[None, :]
         index = self.index.faiss_index()
-        k = int(min(index.ntotal, max(64, 8 * 20)))
+        # Cases whose vectors are not among the nearest keep cosine -1 (dense part 0).
+        k = int(min(index.ntotal, DENSE_NEIGHBOURS))
         sims, rows = index.search(q, k)
         for sim, row in zip(sims[0], rows[0]):
             if row < 0:
