@@ -141,7 +141,28 @@ def plan_check(case: Case, check: Check, params: Mapping[str, str] | None = None
     return Plan(case, check, values, missing, argv, desc, code)
 
 
-def verdict_for(returncode: int) -> tuple[str, str]:
+# Python exits with status 1 on an uncaught exception, which the verdict mapping
+# reads as "confirmed". Python checks therefore run through this launcher, which
+# turns a crash into PY_CRASH_EXIT (inconclusive) and leaves SystemExit alone.
+PY_CRASH_EXIT = 3
+PY_LAUNCHER = """\
+import os, runpy, sys, traceback
+path = sys.argv[1]
+sys.argv = [path]
+sys.path[0] = os.path.dirname(os.path.abspath(path))
+try:
+    runpy.run_path(path, run_name="__main__")
+except SystemExit:
+    raise
+except BaseException:
+    traceback.print_exc()
+    sys.stderr.write("kb: the check raised an uncaught exception: inconclusive, not confirmed\\n")
+    sys.stderr.flush()
+    sys.exit(%d)
+""" % PY_CRASH_EXIT
+
+
+def verdict_for(returncode: int, lang: str = "bash") -> tuple[str, str]:
     """The documented mapping: 0 ruled out, 1 confirmed, anything else inconclusive."""
     if returncode == 0:
         return RULED_OUT, "exit status 0"
@@ -153,6 +174,8 @@ def verdict_for(returncode: int) -> tuple[str, str]:
         except ValueError:
             name = f"signal {-returncode}"
         return INCONCLUSIVE, f"crashed: killed by {name}"
+    if lang == "python" and returncode == PY_CRASH_EXIT:
+        return INCONCLUSIVE, f"exit status {returncode} (the check raised an uncaught exception, or chose inconclusive)"
     return INCONCLUSIVE, f"exit status {returncode}"
 
 
@@ -364,8 +387,13 @@ def _execute(
     try:
         try:
             script.write_text(plan.code, encoding="utf-8")
+            argv = [*plan.interpreter, str(script)]
+            if check.lang == "python":
+                launcher = Path(workdir) / "_kb_launch.py"
+                launcher.write_text(PY_LAUNCHER, encoding="utf-8")
+                argv = [*plan.interpreter, str(launcher), str(script)]
             proc = subprocess.Popen(
-                [*plan.interpreter, str(script)],
+                argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -402,7 +430,7 @@ def _execute(
             verdict, exit_code, why = INCONCLUSIVE, None, "cancelled"
         else:
             exit_code = proc.returncode
-            verdict, why = verdict_for(exit_code)
+            verdict, why = verdict_for(exit_code, check.lang)
         return CheckResult(verdict=verdict, exit_code=exit_code, duration_s=duration, output=output, reason=why, **base)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -84,6 +84,25 @@ def test_python_check_verdict_and_stderr_merged(write_case):
     assert "to stdout" in r.output and "to stderr" in r.output
 
 
+@pytest.mark.parametrize("code, verdict, exit_code", [
+    ("import json\njson.loads('{not json')", INCONCLUSIVE, 3),  # Python itself would exit 1 here
+    ("assert False, 'the check author assumed too much'", INCONCLUSIVE, 3),
+    ("raise SystemExit(1)", CONFIRMED, 1),
+    ("import sys\nsys.exit(0)", RULED_OUT, 0),
+    ("raise SystemExit(2)", INCONCLUSIVE, 2),
+])
+def test_python_crash_is_inconclusive_not_confirmed(write_case, code, verdict, exit_code):
+    r = run_one(write_case, code, lang="python", python=sys.executable)
+    assert (r.verdict, r.exit_code) == (verdict, exit_code), r.output
+    if exit_code == 3:
+        assert "Traceback" in r.output and "uncaught exception" in r.output
+
+
+def test_python_check_sees_its_own_folder_and_name_main(write_case):
+    r = run_one(write_case, "import sys, os\nprint(__name__, os.path.basename(sys.argv[0]))\nsys.exit(0)", lang="python", python=sys.executable)
+    assert r.verdict == RULED_OUT and "__main__" in r.output and "_kb_launch" not in r.output
+
+
 def test_python_that_cannot_start_is_inconclusive(write_case, tmp_path):
     r = run_one(write_case, "print(1)", lang="python", python=str(tmp_path / "no" / "python"))
     assert r.verdict == INCONCLUSIVE
