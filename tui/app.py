@@ -101,6 +101,14 @@ class KbApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine", description="opening the index")
     def _open_engine(self) -> None:
         try:
+            if self.engine is None:
+                from kb.index import choose_root  # noqa: PLC0415
+                from kb.store import current_generation  # noqa: PLC0415
+
+                if current_generation(choose_root(self.index_dir)[0]) is None:
+                    self.call_from_thread(
+                        self.set_status, "index", "first run: building the index (model export and case embedding, about a minute)…"
+                    )
             engine = self.engine or Engine.open(
                 self.case_dirs or None, index_dir=self.index_dir, model_dir=self.model_dir, dense=self.use_dense
             )
