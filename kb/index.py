@@ -25,7 +25,7 @@ from . import store
 from .caseset import case_files, case_folders, load_cases
 from .documents import CaseDoc, build_doc
 from .model import MIN_EXPORT_COSINE, ModelError, ModelSpec, resolve_model, verify_weights
-from .paths import default_index_dir, fallback_index_dir
+from .paths import default_index_dir, fallback_index_dir, is_writable_dir
 
 ProgressFactory = Callable[[int, str], Any]
 APPROX_THRESHOLD = 500_000  # vectors; above this FAISS uses HNSW. Measured at 100k (docs/benchmarks.md): exact
@@ -124,23 +124,12 @@ def _model_identity(spec: ModelSpec | None) -> dict[str, Any]:
 # ---------------------------------------------------------------- root choice
 
 
-def _writable(root: Path) -> bool:
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        probe = root / f".probe-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-        return True
-    except OSError:
-        return False
-
-
 def choose_root(index_dir: Path | None) -> tuple[Path, list[str]]:
     root = Path(index_dir) if index_dir else default_index_dir()
-    if _writable(root):
+    if is_writable_dir(root):
         return root, []
     fallback = fallback_index_dir()
-    if fallback != root and _writable(fallback):
+    if fallback != root and is_writable_dir(fallback):
         return fallback, [f"index folder {root} is not writable; using {fallback}"]
     return root, [f"index folder {root} is not writable"]
 

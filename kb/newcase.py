@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -28,6 +26,9 @@ import yaml
 from .casefile import ID_RE, REGEX_PREFIX, parse_case_text, split_front_matter
 from .redact import Redactor
 from .signals import SignalLine, Signals, extract
+from . import store
+from .paths import is_writable_dir
+from .signatures import canon, has_nested_repeat
 
 DEFAULT_CATEGORY = "uncategorized"
 MAX_REGEX_SOURCE = 200  # characters of the main line a regex signature covers
@@ -144,39 +145,8 @@ def _escape(text: str) -> str:
 
 
 def is_linear(pattern: str) -> bool:
-    """True when no quantified part contains another quantifier (no catastrophic backtracking)."""
-    try:
-        from re import _parser as sre_parse  # type: ignore[attr-defined]  # noqa: PLC0415
-    except ImportError:  # pragma: no cover - Python < 3.11
-        import sre_parse  # type: ignore[no-redef]  # noqa: PLC0415
-    repeats = {sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT}
-    if hasattr(sre_parse, "POSSESSIVE_REPEAT"):
-        repeats.add(sre_parse.POSSESSIVE_REPEAT)
-
-    def walk(items: Any, inside_repeat: bool) -> bool:
-        for op, av in items:
-            if op in repeats:
-                lo, hi, sub = av
-                if inside_repeat:
-                    return False
-                if not walk(sub, hi != lo):
-                    return False
-            elif op in (sre_parse.SUBPATTERN,):
-                if not walk(av[-1], inside_repeat):
-                    return False
-            elif op is sre_parse.BRANCH:
-                for sub in av[1]:
-                    if not walk(sub, inside_repeat):
-                        return False
-            elif op in (sre_parse.ASSERT, sre_parse.ASSERT_NOT):
-                if not walk(av[1], inside_repeat):
-                    return False
-        return True
-
-    try:
-        return walk(sre_parse.parse(pattern), False)
-    except re.error:
-        return False
+    """True when no quantified part contains another quantifier (the check `kb check` applies)."""
+    return not has_nested_repeat(pattern)
 
 
 def _cut(line: str, spans: list[_Span], limit: int) -> tuple[str, list[_Span]]:
@@ -251,10 +221,6 @@ def literal_for_line(line: str, redactor: Redactor | None = None) -> str | None:
     if len(best) < MIN_LITERAL or _ONLY_NAME_RE.match(best):
         return None
     return best
-
-
-def _canon(text: str) -> str:
-    return re.sub(r"\s+", " ", text.lower()).strip().strip(" .:;,")
 
 
 # ------------------------------------------------------------------ the draft
@@ -414,7 +380,7 @@ def draft_from_text(
 
     signatures: list[str] = []
     literal = literal_for_line(raw_main, redactor)
-    if literal and _canon(literal) in _canon(raw_main):
+    if literal and canon(literal) in canon(raw_main):
         signatures.append(literal)
     pattern = regex_for_line(raw_main, redactor)
     if pattern:
@@ -528,17 +494,6 @@ def is_protected(folder: Path) -> bool:
     return _inside(folder, builtin_cases_dir()) or _inside(folder, Path(__file__).resolve().parent)
 
 
-def _writable(folder: Path) -> bool:
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".kb-probe-", dir=folder)
-        os.close(fd)
-        os.unlink(probe)
-        return True
-    except OSError:
-        return False
-
-
 def target_folder(explicit: Path | None = None) -> Path:
     """Where `kb new` writes: `explicit` (`--dir`), else the personal folder, else the team folder.
 
@@ -552,7 +507,7 @@ def target_folder(explicit: Path | None = None) -> Path:
         folder = Path(explicit).expanduser()
         if is_protected(folder):
             raise NotWritable(f"{folder} is the built-in case folder; write to a personal or team folder (--dir)")
-        if not _writable(folder):
+        if not is_writable_dir(folder):
             raise NotWritable(f"cannot write to {folder}")
         return folder
     cfg = load_config()
@@ -560,7 +515,7 @@ def target_folder(explicit: Path | None = None) -> Path:
     for folder in (cfg.personal_cases, cfg.team_cases):
         if folder is None:
             continue
-        if not is_protected(folder) and _writable(folder):
+        if not is_protected(folder) and is_writable_dir(folder):
             return folder
         tried.append(str(folder))
     raise NotWritable("no writable case folder (tried " + ", ".join(tried) + "); give one with --dir")
@@ -686,12 +641,12 @@ def add_signatures(path: Path, signatures: list[str]) -> list[str]:
     raw = path.read_bytes()
     text = raw.decode("utf-8")
     existing = _read_signatures(text)
-    known = {_canon(s) for s in existing} | set(existing)
+    known = {canon(s) for s in existing} | set(existing)
     new: list[str] = []
     for s in signatures:
-        if s not in known and _canon(s) not in known:
+        if s not in known and canon(s) not in known:
             new.append(s)
-            known |= {s, _canon(s)}
+            known |= {s, canon(s)}
     if not new:
         return []
     out = insert_signatures(text, new)
@@ -699,17 +654,5 @@ def add_signatures(path: Path, signatures: list[str]) -> list[str]:
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise ValueError("the edited case would not be valid: " + "; ".join(p.message for p in errors))
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(out.encode("utf-8"))
-        try:
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        except OSError:
-            pass
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    store.atomic_write_bytes(path, out.encode("utf-8"), mode=path.stat().st_mode & 0o7777)
     return new

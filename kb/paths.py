@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import tempfile
 from pathlib import Path
 
 from platformdirs import user_cache_dir, user_config_dir, user_data_dir
@@ -61,3 +62,15 @@ def default_index_dir() -> Path:
 def fallback_index_dir() -> Path:
     """Where the index goes when the default folder cannot be written."""
     return cache_dir() / "index"
+
+
+def is_writable_dir(folder: Path) -> bool:
+    """Create the folder if needed and prove a file can be written in it (permissions alone lie for root)."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".kb-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+        return True
+    except OSError:
+        return False

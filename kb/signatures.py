@@ -77,13 +77,17 @@ def _specificity(sig_text: str) -> float:
 # ---------------------------------------------------------------- regex analysis
 
 
-def _parse(pattern: str):  # -> sre parse tree or None
+def _sre():  # the regex parser module; its constants come with it on 3.10 and 3.11+
     try:
         import re._parser as sre_parse  # noqa: PLC0415 - Python 3.11+
-    except ImportError:  # pragma: no cover
+    except ImportError:  # pragma: no cover - Python 3.10
         import sre_parse  # type: ignore[no-redef]  # noqa: PLC0415
+    return sre_parse
+
+
+def _parse(pattern: str):  # -> sre parse tree or None
     try:
-        return sre_parse.parse(pattern, re.I)
+        return _sre().parse(pattern, re.I)
     except (re.error, RecursionError, OverflowError, ValueError):
         return None
 
@@ -135,10 +139,13 @@ def required_literal(pattern: str) -> str:
 
 
 def _nested_repeat(tree, inside: bool = False) -> bool:  # noqa: ANN001
-    from re._constants import BRANCH, MAX_REPEAT, MIN_REPEAT, SUBPATTERN, MAXREPEAT, ATOMIC_GROUP, ASSERT, ASSERT_NOT  # noqa: PLC0415
+    sre = _sre()
+    BRANCH, SUBPATTERN, ASSERT, ASSERT_NOT, MAXREPEAT = sre.BRANCH, sre.SUBPATTERN, sre.ASSERT, sre.ASSERT_NOT, sre.MAXREPEAT
+    repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT} | ({sre.POSSESSIVE_REPEAT} if hasattr(sre, "POSSESSIVE_REPEAT") else set())
+    ATOMIC_GROUP = getattr(sre, "ATOMIC_GROUP", object())
 
     for op, av in tree:
-        if op in (MAX_REPEAT, MIN_REPEAT):
+        if op in repeats:
             lo, hi, sub = av
             unbounded = hi is MAXREPEAT or hi > 16
             if inside and unbounded:
@@ -158,6 +165,17 @@ def _nested_repeat(tree, inside: bool = False) -> bool:  # noqa: ANN001
             if _nested_repeat(av[1], inside):
                 return True
     return False
+
+
+def has_nested_repeat(pattern: str) -> bool:
+    """True for a repeat inside an unbounded repeat (`(a+)+`), or a pattern that does not parse."""
+    tree = _parse(pattern)
+    if tree is None:
+        return True
+    try:
+        return _nested_repeat(tree)
+    except RecursionError:
+        return True
 
 
 def _probes(pattern: str) -> list[str]:
