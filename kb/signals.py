@@ -16,9 +16,12 @@ Normalisation replaces variable parts with typed tokens (<path>, <ip>, <hex>,
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
+MAX_INPUT_BYTES = 512 * 1024 * 1024  # a log is read up to this size (then signals keep head, tail, errors)
 MAX_SCAN_CHARS = 4_000_000  # beyond this only head, tail and error-looking lines are read
 HEAD_CHARS = 500_000
 TAIL_CHARS = 2_500_000
@@ -122,6 +125,19 @@ class Signals:
         if self.error_lines:
             return "\n".join(line.text for line in self.error_lines)
         return self.cleaned_text
+
+
+def decode_bytes(data: bytes) -> str:
+    """Bytes of a log to text without failing: invalid UTF-8 is replaced, NULs dropped."""
+    return data.decode("utf-8", errors="replace").replace("\x00", "")
+
+
+def read_log(source: "str | os.PathLike[str] | BinaryIO") -> str:
+    """A log file (or a binary stream such as stdin) as text, capped at MAX_INPUT_BYTES. Raises OSError."""
+    if hasattr(source, "read"):
+        return decode_bytes(source.read(MAX_INPUT_BYTES))  # type: ignore[union-attr]
+    with open(source, "rb") as fh:  # type: ignore[arg-type]
+        return decode_bytes(fh.read(MAX_INPUT_BYTES))
 
 
 def normalise(line: str) -> str:

@@ -7,8 +7,7 @@ import sys
 from pathlib import Path
 
 from ..cli import UsageError
-
-MAX_QUERY_BYTES = 512 * 1024 * 1024
+from ..signals import read_log
 
 
 def add_index_options(p: argparse.ArgumentParser) -> None:
@@ -17,19 +16,21 @@ def add_index_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dir", type=Path, default=None, help="a local sentence-transformers model folder (default: the packaged all-MiniLM-L6-v2)")
 
 
-def decode(data: bytes) -> str:
-    """Bytes to text without failing: invalid UTF-8 is replaced, NULs dropped."""
-    return data.decode("utf-8", errors="replace").replace("\x00", "")
+def read_log_arg(name: str | Path) -> str:
+    """A log named on the command line ('-' for standard input); a read error is a usage error."""
+    if str(name) == "-":
+        return read_log(sys.stdin.buffer)
+    try:
+        return read_log(name)
+    except OSError as exc:
+        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from exc
 
 
 def read_query(words: list[str], file: Path | None) -> str:
     if file is not None:
-        try:
-            return decode(file.read_bytes())
-        except OSError as exc:
-            raise UsageError(f"cannot read {file}: {exc.strerror or exc}") from exc
+        return read_log_arg(file)
     if words == ["-"] or (not words and not sys.stdin.isatty()):
-        return decode(sys.stdin.buffer.read(MAX_QUERY_BYTES))
+        return read_log_arg("-")
     if not words:
         raise UsageError("give the error text, '-' to read standard input, or --file LOG")
     return " ".join(words)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..cli import EXIT_NEGATIVE, EXIT_OK, UsageError
-from .common import MAX_QUERY_BYTES, add_index_options, decode
+from .common import add_index_options, read_log_arg
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,16 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-dense", action="store_true", help="skip the embedding model when looking for similar cases")
     add_index_options(p)
     p.set_defaults(func=run)
-
-
-def _read_log(name: str) -> str:
-    if name == "-":
-        return decode(sys.stdin.buffer.read(MAX_QUERY_BYTES))
-    try:
-        with open(name, "rb") as fh:
-            return decode(fh.read(MAX_QUERY_BYTES))
-    except OSError as exc:
-        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from exc
 
 
 def _interactive(args: argparse.Namespace) -> bool:
@@ -124,7 +114,7 @@ def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path
 def run(args: argparse.Namespace) -> int:
     from ..newcase import NotWritable, draft_from_text, target_folder, write_draft  # noqa: PLC0415
 
-    text = _read_log(args.from_log)
+    text = read_log_arg(args.from_log)
     if not text.strip():
         raise UsageError("the log is empty")
     extra: list[Path] = list(args.cases)

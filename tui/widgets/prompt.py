@@ -19,6 +19,8 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
+from kb.signals import read_log
+
 LARGE_PASTE_CHARS = 64 * 1024
 LARGE_PASTE_LINES = 2000
 
@@ -36,8 +38,7 @@ class Attachment:
         if self.text is not None:
             return self.text
         assert self.path is not None
-        with open(self.path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
+        return read_log(self.path)
 
 
 def human_size(n: int) -> str:
