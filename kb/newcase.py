@@ -521,6 +521,13 @@ def target_folder(explicit: Path | None = None) -> Path:
     raise NotWritable("no writable case folder (tried " + ", ".join(tried) + "); give one with --dir")
 
 
+def folder_ids(folder: Path) -> set[str]:
+    """Ids already taken by files in a case folder (also broken ones, which load_cases skips)."""
+    from .caseset import case_files  # noqa: PLC0415
+
+    return {p.stem for p in case_files(folder)} if folder.is_dir() else set()
+
+
 def case_path(draft: Draft, folder: Path) -> Path:
     return Path(folder) / draft.category / f"{draft.id}.md"
 

@@ -144,6 +144,7 @@ class Engine:
         self.index = index
         self.weights = weights
         self.docs: list[CaseDoc] = index.docs
+        self._position = {d["id"]: i for i, d in enumerate(self.docs)}  # case id -> row of every score array
         self.lexical = index.lexical_index()
         self.matcher = SignatureMatcher(self.docs)
         self._encoder: Any = None
@@ -215,9 +216,8 @@ class Engine:
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
             raw.hits = self.matcher.match(lines, raw.timed_out)
             sig = np.zeros(n, dtype=np.float32)
-            pos = {d["id"]: i for i, d in enumerate(self.docs)}
             for cid, h in raw.hits.items():
-                sig[pos[cid]] = signature_score(h)
+                sig[self._position[cid]] = signature_score(h)
             raw.signature = sig
         rest = "\n".join(t for t in (signals.rest_text, context) if t)
         if "lexical" in use:

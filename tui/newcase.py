@@ -10,11 +10,11 @@ the signature to it).
 from __future__ import annotations
 
 import datetime as _dt
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kb import newcase
 from kb.paths import data_dir
 
 
@@ -37,19 +37,8 @@ def start_new_case(text: str, engine: Any = None) -> NewCaseOutcome:
     """Save the paste, then draft a case from it with kb.newcase (as `kb new --from-log`). Blocking: run in a worker."""
     log_path = save_paste(text)
     try:
-        newcase = importlib.import_module("kb.newcase")
-    except ModuleNotFoundError:
-        return NewCaseOutcome(
-            f"`kb new` is not available in this version. The paste is saved to {log_path}; "
-            f"later run: kb new --from-log {log_path}",
-            log_path,
-        )
-    try:
         folder = newcase.target_folder(None)
-        from kb.caseset import case_files  # noqa: PLC0415
-
-        taken = {p.stem for p in case_files(folder)} if folder.is_dir() else set()
-        draft = newcase.draft_from_text(text, engine, taken_ids=taken)
+        draft = newcase.draft_from_text(text, engine, taken_ids=newcase.folder_ids(folder))
         dup = draft.duplicate
         if dup is not None:
             return NewCaseOutcome(

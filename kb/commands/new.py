@@ -112,7 +112,7 @@ def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..newcase import NotWritable, draft_from_text, target_folder, write_draft  # noqa: PLC0415
+    from ..newcase import NotWritable, draft_from_text, folder_ids, target_folder, write_draft  # noqa: PLC0415
 
     text = read_log_arg(args.from_log)
     if not text.strip():
@@ -130,14 +130,14 @@ def run(args: argparse.Namespace) -> int:
         folder = target_folder(args.dir)
     except NotWritable as exc:
         raise UsageError(str(exc)) from exc
-    from ..caseset import case_files, case_folders  # noqa: PLC0415
+    from ..caseset import case_folders  # noqa: PLC0415
     from ..search import Engine  # noqa: PLC0415
 
     search_dirs = extra + ([folder] if folder.is_dir() and folder.resolve() not in case_folders(extra) else [])
     engine = Engine.open(search_dirs, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
     if not args.no_dense:
         engine.load_dense()
-    taken = {p.stem for p in case_files(folder)} if folder.is_dir() else set()
+    taken = folder_ids(folder)
     try:
         draft = draft_from_text(text, engine, case_id=args.case_id, title=args.title, category=args.category, taken_ids=taken)
     except ValueError as exc:
