@@ -23,10 +23,15 @@ import yaml
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 REQUIRED_KEYS = ("id", "title", "category", "signatures", "symptoms", "sources")
-OPTIONAL_KEYS = ("tags", "params", "status", "reviewed", "overrides", "versions")
+OPTIONAL_KEYS = ("tags", "params", "status", "reviewed", "overrides", "versions", "kind")
 KNOWN_KEYS = REQUIRED_KEYS + OPTIONAL_KEYS
 STATUSES = ("draft", "reviewed")
+# A curated case has checks; a light entry records one root cause of the long
+# tail (signature, cause, fix, versions, sources) and may have none.
+KINDS = ("curated", "light")
 REQUIRED_SECTIONS = ("Symptoms", "Causes", "Fix", "Verify")
+LIGHT_REQUIRED_SECTIONS = ("Symptoms", "Causes", "Fix")
+SIGNATURE_KEYS = ("text", "regex", "source")
 OPTIONAL_SECTIONS = ("Advice that does not work",)
 SECTION_ORDER = REQUIRED_SECTIONS + OPTIONAL_SECTIONS
 CHECK_LANGS = {"bash": "bash", "sh": "bash", "python": "python", "python3": "python"}
@@ -89,6 +94,10 @@ class Case:
     reviewed: str | None = None
     overrides: bool = False
     versions: str | None = None
+    kind: str = "curated"
+    # signature string (as in `signatures`) -> where it comes from: the source
+    # file and tag that emits it, or a quoted real report
+    signature_sources: dict[str, str] = field(default_factory=dict)
     body: str = ""
     sections: dict[str, str] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
@@ -154,6 +163,51 @@ def _as_str_list(value: Any) -> list[str] | None:
     if isinstance(value, list) and all(isinstance(v, (str, int, float)) for v in value):
         return [str(v) for v in value]
     return None
+
+
+def _signature_field(meta: dict[Any, Any], fm_text: str, path: Path, problems: list[Problem]) -> tuple[list[str], dict[str, str]]:
+    """`signatures`: each item a string (`regex:` prefix for a pattern) or a
+    mapping `{text: ..., source: ...}` / `{regex: ..., source: ...}`.
+
+    Returns the signature strings (regexes keep their `regex:` prefix, so every
+    consumer sees one shape) and the source of each that names one.
+    """
+    raw = meta.get("signatures")
+    if raw is None:
+        return [], {}
+    line = _key_line(fm_text, "signatures")
+    if not isinstance(raw, list):
+        problems.append(Problem(path, line, "'signatures' must be a list"))
+        return [], {}
+    sigs: list[str] = []
+    sources: dict[str, str] = {}
+    for item in raw:
+        if isinstance(item, (str, int, float)) and not isinstance(item, bool):
+            sigs.append(str(item))
+            continue
+        if not isinstance(item, dict):
+            problems.append(Problem(path, line, f"a signature must be a string or a mapping with text/regex and source, got {type(item).__name__}"))
+            continue
+        unknown = [k for k in item if k not in SIGNATURE_KEYS]
+        if unknown:
+            problems.append(Problem(path, line, f"unknown signature key {unknown[0]!r} (use text or regex, and source)"))
+            continue
+        has_text, has_regex = "text" in item, "regex" in item
+        if has_text == has_regex:
+            problems.append(Problem(path, line, "a signature mapping needs exactly one of 'text' or 'regex'"))
+            continue
+        value = item["text"] if has_text else item["regex"]
+        if not isinstance(value, str):
+            problems.append(Problem(path, line, "a signature's text or regex must be a string"))
+            continue
+        sig = value if has_text else REGEX_PREFIX + value
+        source = item.get("source")
+        if source is not None and (not isinstance(source, str) or not source.strip()):
+            problems.append(Problem(path, _item_line(fm_text, "signatures", value), "a signature's source must be a non-empty string"))
+        elif source is not None:
+            sources[sig] = source.strip()
+        sigs.append(sig)
+    return sigs, sources
 
 
 def parse_sections(body: str, body_line: int) -> tuple[dict[str, str], list[tuple[str, int]]]:
@@ -334,7 +388,7 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
     category = text_field("category")
     if "category" in meta and not ID_RE.match(category):
         problems.append(Problem(path, _key_line(fm_text, "category"), f"category {category!r} must be a lowercase slug"))
-    signatures = list_field("signatures", non_empty=False)
+    signatures, signature_sources = _signature_field(meta, fm_text, path, problems)
     symptoms = list_field("symptoms", non_empty=True)
     sources = list_field("sources", non_empty=True)
     tags = list_field("tags", non_empty=False)
@@ -360,6 +414,12 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
         problems.append(Problem(path, _key_line(fm_text, "overrides"), "overrides must be true or false"))
         overrides = False
     versions = meta.get("versions")
+    kind = text_field("kind") or "curated"
+    if kind not in KINDS:
+        problems.append(Problem(path, _key_line(fm_text, "kind"), f"kind must be one of {', '.join(KINDS)}, got {kind!r}"))
+        kind = "curated"
+    if kind == "light" and not signatures:
+        problems.append(Problem(path, _key_line(fm_text, "signatures"), "a light entry needs at least one signature"))
 
     params: dict[str, Param] = {}
     raw_params = meta.get("params") or {}
@@ -375,7 +435,7 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
 
     sections, order = parse_sections(body, body_line)
     names = [n for n, _ in order]
-    for required in REQUIRED_SECTIONS:
+    for required in LIGHT_REQUIRED_SECTIONS if kind == "light" else REQUIRED_SECTIONS:
         if required not in sections:
             problems.append(Problem(path, body_line, f"missing section '## {required}'"))
     known_in_order = [n for n in names if n in SECTION_ORDER]
@@ -411,6 +471,8 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
         reviewed=reviewed_s,
         overrides=bool(overrides),
         versions=None if versions is None else str(versions),
+        kind=kind,
+        signature_sources=signature_sources,
         body=body,
         sections=sections,
         checks=checks,
