@@ -14,14 +14,11 @@ import sys
 # Order is the order of `kb --help`. A module that does not exist yet is skipped.
 COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "env", "history", "new", "overview", "paths"]
 
-EXIT_OK = 0
-EXIT_NEGATIVE = 1
-EXIT_USAGE = 2
-EXIT_CRASH = 3
+from .commands.common import add_index_options
+from .crash import guarded
+from .errors import EXIT_CRASH, EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, UsageError
 
-
-class UsageError(Exception):
-    """A mistake of the user's (bad file, unknown id): one line, exit 2."""
+__all__ = ["EXIT_CRASH", "EXIT_NEGATIVE", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,6 +27,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Offline knowledge base of error cases for verl / LLM post-training. Run without arguments to open the app.",
     )
     parser.add_argument("--version", action="version", version=f"kb {__import__('kb').__version__}")
+    # The app is the default command: these options apply when no command is given.
+    app = parser.add_argument_group("the app (kb with no command)")
+    add_index_options(app)
+    app.add_argument("--python", default=None, help="the Python that runs python checks (default: KB_PYTHON, else python3 on PATH)")
+    app.add_argument("--no-dense", action="store_true", help="do not load the embedding model (signature and keyword search only)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -42,29 +44,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def open_app(argv: list[str]) -> int:
+def open_app(args: argparse.Namespace) -> int:
     try:
         from tui.app import run_app
     except ModuleNotFoundError as exc:
         print(f"kb: the app is not available ({exc}); use `kb search`.", file=sys.stderr)
         return EXIT_USAGE
-    return run_app(argv)
+    return run_app(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or (argv[0] == "--cases" or argv[0].startswith("--cases=")):
-        return open_app(argv)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help
         return int(exc.code or 0)
     if not getattr(args, "command", None):
-        parser.print_help()
-        return EXIT_USAGE
-    from .crash import guarded
-
+        return guarded(open_app, args)
     return guarded(args.func, args)
 
 

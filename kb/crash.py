@@ -14,6 +14,7 @@ import traceback
 from typing import Any, Callable
 
 from . import __version__
+from .errors import EXIT_CRASH, EXIT_USAGE, UsageError
 from .paths import data_dir
 
 
@@ -35,8 +36,6 @@ def write_crash_log(exc: BaseException) -> str:
 
 
 def guarded(func: Callable[[Any], int], args: Any) -> int:
-    from .cli import EXIT_CRASH, EXIT_USAGE, UsageError
-
     try:
         return int(func(args) or 0)
     except UsageError as exc:

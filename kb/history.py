@@ -11,14 +11,30 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Mapping, Protocol
 
 from filelock import FileLock, Timeout
 
 from .paths import data_dir
 
-if TYPE_CHECKING:
-    from .runner import CheckResult
+
+class RunOutcome(Protocol):
+    """What history keeps of a check run (kb.runner.CheckResult has these).
+
+    A protocol rather than an import keeps history below the runner: the
+    runner records into history, history never needs the runner.
+    """
+
+    started_at: str
+    case: str
+    name: str
+    params: Mapping[str, str]
+    verdict: str
+    exit_code: int | None
+    duration_s: float
+    reason: str
+    interpreter: str
+    output: str
 
 EXCERPT_BYTES = 2048
 LOCK_TIMEOUT = 10.0
@@ -40,7 +56,7 @@ def excerpt(text: str, limit: int = EXCERPT_BYTES) -> str:
     return head + marker.decode() + tail
 
 
-def entry_for(result: "CheckResult") -> dict[str, Any]:
+def entry_for(result: RunOutcome) -> dict[str, Any]:
     return {
         "time": result.started_at,
         "case": result.case,
@@ -70,7 +86,7 @@ def append(entry: dict[str, Any], path: Path | None = None) -> bool:
         return False
 
 
-def record(result: "CheckResult") -> bool:
+def record(result: RunOutcome) -> bool:
     return append(entry_for(result))
 
 

@@ -87,10 +87,12 @@ class KbApp(App[int]):
         t.append(" " + self._status["index"])
         if self._status["dense"]:
             t.append("  ·  " + self._status["dense"])
-        try:
-            self.chat.set_status(t)
-        except Exception:  # noqa: BLE001 - not composed yet
-            pass
+        chat = next((s for s in self.screen_stack if isinstance(s, ChatScreen)), None)
+        if chat is not None and chat.is_mounted:
+            chat.set_status(t)
+
+    def refresh_status(self) -> None:
+        self._show_status()
 
     def set_status(self, part: str, text: str) -> None:
         self._status[part] = text
@@ -258,20 +260,8 @@ class KbApp(App[int]):
             yield SystemCommand("Copy fix", "Copy the case's Fix section (f)", screen.action_copy_fix)
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="kb", description="Open the kb app (a chat over the error cases).")
-    parser.add_argument("--cases", action="append", type=Path, default=[], metavar="DIR", help="an extra case folder (repeatable); KB_CASES is read too")
-    parser.add_argument("--index-dir", type=Path, default=None, help="index folder (default: KB_INDEX_DIR, or index/ of a checkout)")
-    parser.add_argument("--python", default=None, help="the Python that runs python checks (default: KB_PYTHON, else python3 on PATH)")
-    parser.add_argument("--no-dense", action="store_true", help="do not load the embedding model")
-    return parser.parse_args(argv)
-
-
-def run_app(argv: list[str] | None = None) -> int:
-    try:
-        args = parse_args(list(argv or []))
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    app = KbApp(args.cases, index_dir=args.index_dir, python=args.python, dense=not args.no_dense)
+def run_app(args: argparse.Namespace) -> int:
+    """Run the app with the options `kb` parsed (kb/cli.py owns the one parser)."""
+    app = KbApp(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, python=args.python, dense=not args.no_dense)
     result = app.run()
     return int(result or 0)

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..cli import UsageError
+from ..errors import UsageError
 from ..signals import read_log
 
 

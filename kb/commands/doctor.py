@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from ..caseset import load_cases
-from ..cli import EXIT_OK
+from ..errors import EXIT_OK
 from ..doctor import format_report, run_doctor
 from .run import check_python
 

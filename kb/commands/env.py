@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cli import EXIT_OK
+from ..errors import EXIT_OK
 from ..envreport import collect, format_report
 from .run import check_python
 

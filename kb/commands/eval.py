@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..cli import UsageError
+from ..errors import UsageError
 from .common import add_index_options
 
 

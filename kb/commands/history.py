@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..cli import EXIT_OK, UsageError
+from ..errors import EXIT_OK, UsageError
 from ..history import history_path, read_history
 
 

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..cli import EXIT_NEGATIVE, EXIT_OK, UsageError
+from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from .common import add_index_options, read_log_arg
 
 

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from ..casefile import Case, Check
 from ..caseset import load_cases
-from ..cli import EXIT_NEGATIVE, EXIT_OK, UsageError
+from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from ..needs import target_python
 from ..runner import CheckResult, Plan, plan_check, run_check
 

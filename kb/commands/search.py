@@ -10,7 +10,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..cli import EXIT_NEGATIVE, EXIT_OK, UsageError
+from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from .common import add_index_options, read_query
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from ..caseset import load_cases
-from ..cli import UsageError
+from ..errors import UsageError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

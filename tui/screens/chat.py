@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -16,12 +14,11 @@ from kb.search import SCORERS
 
 from ..conversation import Conversation, Turn
 from ..messages import SearchDone, SearchFailed
+from ..state import AppState
 from ..widgets.card import CaseCard
 from ..widgets.prompt import Attachment, PromptArea
 from ..widgets.transcript import Transcript
 
-if TYPE_CHECKING:
-    from ..app import KbApp
 
 TOP_K = 5
 FAST = ("signature", "lexical")
@@ -48,7 +45,7 @@ class ChatScreen(Screen[None]):
         self.conv = Conversation()
 
     @property
-    def kb(self) -> "KbApp":
+    def kb(self) -> AppState:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -59,7 +56,7 @@ class ChatScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self._welcome()
-        self.kb.set_status("index", self.kb._status["index"])  # the app's status, now that the bar exists
+        self.kb.refresh_status()  # the app's status, now that the bar exists
         prompt = self.query_one(PromptArea)
         prompt.cursor_blink = self.kb.cursor_blink
         prompt.focus()
