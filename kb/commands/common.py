@@ -10,7 +10,7 @@ from ..errors import UsageError
 from ..signals import read_log
 
 
-def add_index_options(p: argparse.ArgumentParser) -> None:
+def add_index_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     p.add_argument("--cases", action="append", type=Path, default=[], metavar="DIR", help="extra case folder (repeatable; also KB_CASES)")
     p.add_argument("--index-dir", type=Path, default=None, help="index folder (default: index/ of a checkout, else a user cache folder)")
     p.add_argument("--model-dir", type=Path, default=None, help="a local sentence-transformers model folder (default: the packaged all-MiniLM-L6-v2)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -33,6 +33,7 @@ WELCOME = (
 class ChatScreen(Screen[None]):
     BINDINGS = [
         Binding("escape", "cancel_search", "Cancel search"),
+        Binding("escape", "focus_prompt", "Back to the prompt", show=False),
         Binding("ctrl+n", "new_conversation", "New chat"),
         Binding("ctrl+o", "open_top", "Open top case"),
         Binding("ctrl+r", "new_case", "New case from paste"),
@@ -105,6 +106,7 @@ class ChatScreen(Screen[None]):
         transcript.add_answer(idx)
         transcript.jump_to_end()
         self._search(idx, text, attachments or {}, context)
+        self.refresh_bindings()
         return idx
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="search", description="searching")
@@ -166,10 +168,14 @@ class ChatScreen(Screen[None]):
                 dense_pending=not event.answer.dense_used and self.kb.dense_pending,
             )
             if not event.reranked:  # a re-rank must not yank the view while the user reads
-                transcript.reveal(view, following)
+                # The answer to the message just sent comes into view even if the
+                # user had scrolled up before sending; an older turn's only if following.
+                transcript.reveal(view, following or event.turn == len(self.conv.turns) - 1)
+        self.refresh_bindings()
 
     def on_search_failed(self, event: SearchFailed) -> None:
         self._fail(event.turn, event.error)
+        self.refresh_bindings()
 
     def _fail(self, idx: int, error: str) -> None:
         if idx >= len(self.conv.turns):
@@ -194,6 +200,27 @@ class ChatScreen(Screen[None]):
     def searching(self) -> bool:
         return any(t.pending for t in self.conv.turns)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # The footer offers "Cancel search" only while a search runs.
+        if action == "cancel_search":
+            return self.searching
+        if action == "focus_prompt":
+            return not self.searching
+        return True
+
+    def action_focus_prompt(self) -> None:
+        self.query_one(PromptArea).focus()
+
+    def on_key(self, event: events.Key) -> None:
+        """The chat's one focus rule: typing while a card (or the transcript) has
+        focus goes to the prompt, so no keystroke is lost; Esc and Tab move focus."""
+        prompt = self.query_one(PromptArea)
+        if self.focused is prompt or not event.is_printable or not event.character:
+            return
+        event.stop()
+        prompt.focus()
+        prompt.insert(event.character)
+
     def action_cancel_search(self) -> None:
         pending = [i for i, t in enumerate(self.conv.turns) if t.pending]
         if not pending:
@@ -205,6 +232,7 @@ class ChatScreen(Screen[None]):
             view = self.query_one(Transcript).answer_view(i)
             if view is not None:
                 view.show_cancelled()
+        self.refresh_bindings()
 
     def action_new_conversation(self) -> None:
         self.workers.cancel_group(self, "search")

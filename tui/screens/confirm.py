@@ -72,8 +72,8 @@ class ConfirmRunScreen(ModalScreen[bool]):
                     yield Static(id=f"plan-code-{i}", classes="plan-code")
             yield Static(id="dialog-missing")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Run (y)", variant="primary", id="yes")
-                yield Button("Cancel (n)", id="no")
+                yield Button("Run (y)", variant="primary", id="yes", compact=True)
+                yield Button("Cancel (n)", id="no", compact=True)
 
     def on_mount(self) -> None:
         blink = getattr(self.app, "cursor_blink", True)  # off in snapshot tests
@@ -121,7 +121,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
             head.append(plan.interpreter_desc, style="bold")
             self.query_one(f"#plan-head-{i}", Static).update(head)
             lexer = "python" if check.lang == "python" else "bash"
-            self.query_one(f"#plan-code-{i}", Static).update(Syntax(plan.code.rstrip(), lexer, theme="ansi_dark", word_wrap=True))
+            self.query_one(f"#plan-code-{i}", Static).update(Syntax(plan.code.rstrip(), lexer, theme="ansi_dark", word_wrap=True, line_numbers=True))
         missing = self.missing()
         self.query_one("#dialog-missing", Static).update(
             Text("fill in: " + ", ".join(missing), style="bold red") if missing else Text("Nothing runs until you press Run.", style="dim")

@@ -111,7 +111,8 @@ class PromptArea(TextArea):
             event.prevent_default()
             self.insert("\n")
             return
-        await super()._on_key(event)
+        # Other keys: Textual calls TextArea._on_key itself (it walks the class
+        # hierarchy), so calling super() here would handle the key twice.
 
     def submit(self) -> None:
         text = self.text
@@ -159,12 +160,15 @@ class PromptArea(TextArea):
     # ------------------------------------------------------------ paste
 
     async def _on_paste(self, event: events.Paste) -> None:
+        # Textual dispatches a Paste to the _on_paste of every class in the
+        # hierarchy until one prevents the default: without prevent_default a
+        # super() call here made TextArea insert every paste twice.
+        event.stop()
+        event.prevent_default()
         token = self.token_for_paste(event.text)
         if token is None:
             await super()._on_paste(event)
             return
-        event.stop()
-        event.prevent_default()
         self.insert(token)
         self.focus()
 
