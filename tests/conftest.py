@@ -89,3 +89,14 @@ def engine(shared_index_dir):
     eng = Engine.open(index_dir=shared_index_dir, progress=False)
     assert eng.load_dense(), eng.dense_error
     return eng
+
+
+# Tests that need the real model or a real index of the built-in cases are the
+# slow lane; everything else runs in `-m "not slow"` (about a minute).
+SLOW_FIXTURES = {"engine", "shared_index_dir"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

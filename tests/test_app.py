@@ -46,14 +46,6 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(scope="session")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Engine:
-    """One index for the whole session (the first build takes ~20-30 s on 2 cores)."""
-    eng = Engine.open(index_dir=tmp_path_factory.mktemp("index"))
-    eng.load_dense()
-    return eng
-
-
 async def wait_until(pilot, cond: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:  # noqa: ANN001
     end = time.monotonic() + timeout
     while not cond():

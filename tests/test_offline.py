@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a fresh index build with the ONNX export, offline
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SITECUSTOMIZE = '''

@@ -9,6 +9,11 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds and installs a wheel
+
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
