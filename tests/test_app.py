@@ -179,7 +179,16 @@ async def test_follow_up_refines_and_new_conversation(engine: Engine) -> None:
         alone = engine.search("only on multi-node, single node works")
         assert [r.id for r in alone.results] != [r.id for r in follow.answer.results]
         await pilot.press("ctrl+n")
-        assert app.chat.conv.turns == []
+        # A conversation with answers is offered for export before it is cleared.
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "AskScreen", what="the new-conversation question")
+        await pilot.press("n")  # keep it
+        assert len(app.chat.conv.turns) == 2
+        app.chat.query_one(PromptArea).load_text("half-typed")
+        await pilot.press("ctrl+n")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "AskScreen", what="the question again")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: app.chat.conv.turns == [], what="the conversation cleared")
+        assert app.chat.query_one(PromptArea).text == ""  # the prompt starts fresh too
         fresh = await send(pilot, "only on multi-node, single node works")
         assert fresh.context == ""
 
@@ -415,5 +424,22 @@ async def test_help_and_command_palette(engine: Engine) -> None:
         titles = [c.title for c in app.get_system_commands(app.screen)]
         for wanted in ("New conversation", "Export report", "Open top case", "New case from paste", "Help: keys"):
             assert wanted in titles
+        assert "Change theme" not in titles  # only kb's own actions (and Quit)
         await pilot.press("ctrl+p")
         await wait_until(pilot, lambda: type(app.screen).__name__ == "CommandPalette")
+        # The palette finds cases by id or title; Enter opens the case.
+        await pilot.press(*"nccl unhandled")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: type(app.screen).__name__ == "CaseScreen", what="the case opened from the palette")
+        assert app.screen.case.id == "nccl-unhandled-system-error"
+
+
+async def test_help_shows_keys_as_the_footer_does(engine: Engine) -> None:
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await pilot.press("f1")
+        text = " ".join(str(w.render()) for w in app.screen.query("Static"))
+        assert "question_mark" not in text and "escape" not in text and "ctrl+" not in text
+        assert "^o" in text and "esc" in text

@@ -26,6 +26,7 @@ from kb.casefile import parse_case_file
 from kb.search import Engine
 
 from .conversation import CheckRecord
+from .palette import CaseCommands
 from .messages import CheckFinished, DenseLoaded, EngineFailed, EngineReady
 from .screens.case import CaseScreen
 from .screens.chat import ChatScreen
@@ -34,6 +35,7 @@ from .screens.help import HelpScreen
 
 
 class KbApp(App[int]):
+    COMMANDS = App.COMMANDS | {CaseCommands}
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses in other folders keep it
     TITLE = "kb"
     BINDINGS = [
@@ -243,8 +245,9 @@ class KbApp(App[int]):
         )
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # kb's own commands only (Textual's theme/screenshot entries are noise here), plus quit.
         chat = self.chat
+        yield SystemCommand("Quit", "Quit kb (ctrl+q)", self.action_quit)
         yield SystemCommand("New conversation", "Start a fresh search (ctrl+n)", chat.action_new_conversation)
         yield SystemCommand("Export report", "Save the conversation as a Markdown incident report (ctrl+s)", self.export_report)
         yield SystemCommand("Open top case", "Open the first case of the latest answer (ctrl+o)", chat.action_open_top)

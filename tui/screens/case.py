@@ -5,19 +5,20 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+from rich.markdown import Markdown
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Label, Markdown, OptionList, Static
+from textual.widgets import Footer, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
 from kb.casefile import Case, Check
 from kb.paths import builtin_cases_dir
-from kb.runner import CheckResult, interpreter_for, run_check
+from kb.runner import CheckResult, interpreter_for, plan_check, run_check
 
 from ..messages import CheckFinished, ChecksDone, CheckStarted
 from ..widgets.check_output import CheckOutput
@@ -79,7 +80,9 @@ class CaseScreen(Screen[None]):
         yield Static(head, id="case-head")
         with Horizontal(id="case-main"):
             with VerticalScroll(id="case-body"):
-                yield Markdown(c.body, id="case-md")
+                # Rich's Markdown in one Static, not Textual's Markdown widget: that
+                # mounts a widget per block and took over a second to open a case.
+                yield Static(Markdown(c.body, code_theme="ansi_dark"), id="case-md")
             with Vertical(id="case-side"):
                 yield Label(f"Checks ({len(c.checks)})", classes="side-title")
                 options = [Option(check_prompt(ch), id=ch.name) for ch in c.checks]
@@ -113,7 +116,12 @@ class CaseScreen(Screen[None]):
             self.notify(f"This case has no {what}.", severity="warning")
             return
         self.app.copy_to_clipboard(text)
-        self.notify(f"Copied {what} to the clipboard ({len(text.splitlines())} lines).")
+        # OSC 52 asks the terminal to copy; a terminal that ignores it says nothing back.
+        self.notify(
+            f"Sent {what} ({len(text.splitlines())} lines) to the terminal's clipboard (OSC 52); "
+            "if your terminal ignores OSC 52, nothing was copied.",
+            timeout=6,
+        )
 
     # ------------------------------------------------------------ actions
 
@@ -122,7 +130,11 @@ class CaseScreen(Screen[None]):
         if check is None:
             self.notify("No check selected.", severity="warning")
             return
-        self._copy(check.code, f"the code of check {check.name}")
+        # The code as it would run: parameters filled in (last values used, else defaults).
+        plan = plan_check(self.case, check, self.last_params, self.python)
+        if plan.missing:
+            self.notify("Parameters without a value stay as {{…}}: " + ", ".join(plan.missing), severity="warning")
+        self._copy(plan.code, f"the code of check {check.name}")
 
     def action_copy_signatures(self) -> None:
         self._copy("\n".join(s.removeprefix("regex:") for s in self.case.signatures), "signatures")
@@ -187,6 +199,7 @@ class CaseScreen(Screen[None]):
             output.feed(f"$ {check.name}  ({interpreter})\n")
             self.post_message(CheckStarted(self.case.id, check.name, interpreter))
             result = run_check(self.case, check, values, python=self.python, on_output=output.feed, cancel_event=cancel)
+            output.end_run(f"→ {result.verdict}: {result.reason} ({result.duration_s:.2f} s)")
             finished = CheckFinished(self.case.title, result)
             self.post_message(finished)
             # The app records it in the conversation even if this screen is closed meanwhile.
@@ -202,7 +215,6 @@ class CaseScreen(Screen[None]):
         self.verdicts[r.name] = r.verdict
         out = self.query_one(CheckOutput)
         out.flush()
-        out.query_one("#check-log").write_line(f"→ {r.verdict}: {r.reason} ({r.duration_s:.2f} s)")
         out.set_status(Text.assemble((r.name, "bold"), ": ", (r.verdict, VERDICT_STYLE.get(r.verdict, "bold")), (f" — {r.reason}", "dim")))
         checks = self.query_one("#checks", OptionList)
         for i, ch in enumerate(self.case.checks):

@@ -15,6 +15,7 @@ from kb.search import SCORERS
 from ..conversation import Conversation, Turn
 from ..messages import SearchDone, SearchFailed
 from ..state import AppState
+from .ask import AskScreen
 from ..widgets.card import CaseCard
 from ..widgets.prompt import Attachment, PromptArea
 from ..widgets.transcript import Transcript
@@ -235,6 +236,22 @@ class ChatScreen(Screen[None]):
         self.refresh_bindings()
 
     def action_new_conversation(self) -> None:
+        """ctrl+n: a fresh conversation; one with answers is offered for export first."""
+        if self.conv.empty:
+            self.clear_conversation()
+            return
+
+        def answered(choice: str | None) -> None:
+            if choice == "e":
+                self.kb.export_report()
+            if choice in ("e", "y"):
+                self.clear_conversation()
+
+        n = len(self.conv.turns)
+        question = f"Start a new conversation? This one ({n} message{'s' if n != 1 else ''}) will be cleared."
+        self.app.push_screen(AskScreen(question, [("e", "Export, then clear"), ("y", "Clear"), ("n", "Keep")]), answered)
+
+    def clear_conversation(self) -> None:
         self.workers.cancel_group(self, "search")
         self.workers.cancel_group(self, "rerank")
         self.conv = Conversation()
@@ -242,7 +259,11 @@ class ChatScreen(Screen[None]):
         transcript.remove_children()
         self._welcome()
         transcript.add_info("New conversation: the next message starts a fresh search.", classes="info")
-        self.query_one(PromptArea).focus()
+        prompt = self.query_one(PromptArea)
+        prompt.clear()
+        prompt.attachments = {}
+        prompt.focus()
+        self.refresh_bindings()
 
     def latest_cards(self) -> list[CaseCard]:
         for idx in range(len(self.conv.turns) - 1, -1, -1):

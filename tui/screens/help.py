@@ -6,12 +6,14 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
+from textual.keys import format_key
 from textual.screen import ModalScreen
 from textual.widgets import Label, Static
 
+# Written the way the footer writes keys (^ for ctrl), like the bound keys below.
 PROMPT_KEYS = [
     ("enter", "send the message"),
-    ("shift+enter, ctrl+j", "new line in the prompt"),
+    ("shift+enter, ^j", "new line in the prompt"),
     ("up / down", "earlier prompts (on the first / last line)"),
     ("tab", "move to the case cards; enter opens one"),
     ("paste a path", "a pasted path to a log file loads that file"),
@@ -22,11 +24,21 @@ PROMPT_KEYS = [
 ]
 
 
-def _rows(bindings: list[Binding]) -> list[tuple[str, str]]:
+def key_label(key: str) -> str:
+    """One key as the footer shows it: `^o` for ctrl+o, `?` for question_mark, `esc`, `enter`."""
+    *mods, name = key.split("+")
+    name = {"question_mark": "?", "escape": "esc", "enter": "enter"}.get(name) or format_key(name)
+    if "ctrl" in mods:
+        mods.remove("ctrl")
+        name = "^" + name
+    return "+".join([*mods, name])
+
+
+def _rows(bindings: list[Binding | tuple[str, ...]]) -> list[tuple[str, str]]:
     rows = []
     for b in bindings:
-        if b.description:
-            rows.append((b.key.replace(",", ", "), b.description))
+        if isinstance(b, Binding) and b.description:
+            rows.append((", ".join(key_label(k.strip()) for k in b.key.split(",")), b.description))
     return rows
 
 
@@ -38,9 +50,9 @@ class HelpScreen(ModalScreen[None]):
         self.sections = sections
 
     @classmethod
-    def for_bindings(cls, groups: list[tuple[str, list[Binding]]]) -> "HelpScreen":
+    def for_bindings(cls, groups: list[tuple[str, list[Binding | tuple[str, ...]]]]) -> HelpScreen:
         sections = [("Prompt", PROMPT_KEYS)] + [(title, _rows(b)) for title, b in groups]
-        sections.append(("Everywhere", [("ctrl+p", "command palette: every action by name"), ("ctrl+q", "quit")]))
+        sections.append(("Everywhere", [("^p", "command palette: actions, and cases by id or title"), ("^q", "quit")]))
         return cls(sections)
 
     def compose(self) -> ComposeResult:
