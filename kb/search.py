@@ -22,7 +22,7 @@ import numpy as np
 from .documents import CaseDoc
 from .index import LoadedIndex, open_index
 from .signals import Signals, extract
-from .signatures import SignatureHit, SignatureMatcher, signature_score
+from .signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
 
 SCORERS = ("signature", "lexical", "dense")
 DENSE_NEIGHBOURS = 160  # nearest vectors read per query (a case has ~11)
@@ -105,6 +105,7 @@ class RawScores:
     cos: np.ndarray | None = None
     best_row: np.ndarray | None = None
     timed_out: list[str] = field(default_factory=list)  # regex signatures skipped for running too long
+    not_tried: list[str] = field(default_factory=list)  # regex signatures left once the search's regex budget was spent
 
 
 def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -214,7 +215,7 @@ class Engine:
             lines = [l.text for l in signals.lines]
             if len(lines) > 5000:  # huge paste: error lines and the tail carry the signature
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
-            raw.hits = self.matcher.match(lines, raw.timed_out)
+            raw.hits = self.matcher.match(lines, raw.timed_out, unmatched=raw.not_tried)
             sig = np.zeros(n, dtype=np.float32)
             for cid, h in raw.hits.items():
                 sig[self._position[cid]] = signature_score(h)
@@ -256,6 +257,11 @@ class Engine:
             notes.append(f"dense search not used: {self.dense_error or 'model not loaded yet'}")
         if raw.timed_out:
             notes.append(f"{len(raw.timed_out)} regex signature(s) skipped for taking too long (run `kb check`): " + ", ".join(s[:60] for s in raw.timed_out[:3]))
+        if raw.not_tried:
+            notes.append(
+                f"signature matching stopped after {SEARCH_REGEX_BUDGET_S:g} s in all: {len(raw.not_tried)} regex signature(s) "
+                "not tried (slow patterns; run `kb check`)"
+            )
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
         return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes)
