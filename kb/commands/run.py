@@ -18,6 +18,8 @@ from ..casefile import Case, Check
 from ..caseset import load_cases
 from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from ..needs import target_python
+from ..params import value_error
+from ..safe_text import visible
 from ..runner import CheckResult, Plan, plan_check, run_check
 
 
@@ -70,7 +72,11 @@ def parse_params(items: list[str], case: Case) -> dict[str, str]:
             raise UsageError(f"--param wants KEY=VALUE, got {item!r}")
         if key not in case.params:
             known = ", ".join(case.params) or "none"
-            raise UsageError(f"case {case.id!r} has no parameter {key!r} (its parameters: {known})")
+            raise UsageError(f"case {case.id!r} has no parameter {visible(key)!r} (its parameters: {known})")
+        why = value_error(case.params[key].type, value)
+        if why:
+            # Refused before anything is planned: the value never reaches the code.
+            raise UsageError(f"--param {key}: {visible(repr(value))} {why}")
         values[key] = value
     return values
 
@@ -99,6 +105,10 @@ def ask_missing(plans: list[Plan], case: Case, values: dict[str, str], interacti
             if not answer:
                 raise UsageError(f"no value for parameter {name!r}")
             if answer.strip():
+                why = value_error(param.type if param else "text", answer.strip())
+                if why:
+                    out.write(f"  {visible(repr(answer.strip()))} {why}; try again\n")
+                    continue
                 values[name] = answer.strip()
                 break
 
