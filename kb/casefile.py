@@ -55,10 +55,10 @@ class Problem:
     path: Path
     line: int
     message: str
-    severity: str = "error"  # "error" keeps the case out; "warning" only reports
+    severity: str = "error"  # "error" keeps the case out; "warning" only reports; "note" says what happened (an override)
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.severity}: {self.message}"
+        return visible(f"{self.path}:{self.line}: {self.severity}: {self.message}")
 
 
 @dataclass(frozen=True)

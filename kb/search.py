@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .documents import CaseDoc
+from .provenance import Origin, OriginMap
 from .index import LoadedIndex, open_index
 from .signals import Signals, extract
 from .signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
@@ -56,12 +57,21 @@ class Result:
     scores: dict[str, float]
     why: list[str]
     matched_lines: list[str] = field(default_factory=list)
+    # Where the case comes from (kb.provenance): its folder layer, and the file
+    # of a lower layer it overrides ("" / None when it overrides nothing).
+    layer: str = ""
+    overrides: str | None = None
+    overrides_layer: str = ""
+
+    def origin(self) -> Origin:
+        return Origin(self.layer, Path(self.path), None, Path(self.overrides) if self.overrides else None, self.overrides_layer)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "title": self.title,
             "category": self.category,
+            **self.origin().to_json(),
             "score": round(self.score, 4),
             "confidence": self.confidence,
             "why": self.why,
@@ -151,11 +161,14 @@ class Engine:
         self._encoder: Any = None
         self._encoder_error: str = ""
         self._lock = threading.Lock()
+        self.origins = OriginMap.current()  # replaced by open() with the folders the index was built from
 
     @classmethod
     def open(cls, extra_dirs: list[Path] | None = None, **kwargs: Any) -> "Engine":
         weights = kwargs.pop("weights", DEFAULT_WEIGHTS)
-        return cls(open_index(extra_dirs, **kwargs), weights)
+        engine = cls(open_index(extra_dirs, **kwargs), weights)
+        engine.origins = OriginMap.current(extra_dirs, kwargs.get("include_builtin", True))
+        return engine
 
     # ------------------------------------------------------------ dense model
 
@@ -285,4 +298,6 @@ class Engine:
             why.append(f"dense similarity {float(parts['_cos'][i]):.2f} to: {label[:160]}")
         scores = {s: float(parts[s][i]) for s in SCORERS if s in parts}
         confidence = "high" if score >= 0.7 else "medium" if score >= 0.45 else "low"
-        return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, confidence, scores, why, matched)
+        origin = self.origins.origin(doc["path"], doc["id"])
+        return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, confidence, scores, why, matched,
+                      origin.layer, None if origin.replaces is None else str(origin.replaces), origin.replaces_layer)
