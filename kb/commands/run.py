@@ -22,9 +22,9 @@ from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from ..needs import target_python
 from ..params import value_error
 from ..provenance import case_origin
+from ..runner import CheckResult, Plan, plan_check, run_check
 from ..safe_text import dumps, visible, visible_block
 from ..trust import TrustState, case_trust
-from ..runner import CheckResult, Plan, plan_check, run_check
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
