@@ -248,3 +248,45 @@ def test_app_card_names_layer_and_override(override: tuple[Path, Path]) -> None:
     text = render_card(1, result).plain
     assert f"KB_CASES · {team_file}" in text
     assert "overrides built-in cases/distributed-comm/nccl-unhandled-system-error.md" in text
+
+
+def test_app_run_dialog_says_untrusted_shows_code_visibly_and_can_trust(team: tuple[Path, Path]) -> None:
+    """The app's dialog: layer and file, NOT TRUSTED, escapes in the shown code visible, 'Trust folder and run'."""
+    import asyncio
+
+    from textual.app import App
+    from textual.widgets import Button, Static
+
+    from kb.trust import case_trust
+    from tui.screens.confirm import ConfirmRunScreen
+
+    folder, marker = team
+    path = write_case(folder, "team-with-param", marker)
+    text = path.read_text(encoding="utf-8").replace("---\n\n#", "params:\n  v: {description: a text value}\n---\n\n#", 1)
+    path.write_text(text.replace("touch ", "v={{v}}\ntouch "), encoding="utf-8")
+    case = load_cases().get("team-with-param")
+    assert case is not None
+    answers: list[bool | None] = []
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(ConfirmRunScreen(case, case.checks, given={"v": "a\x1b[2K\x1b[1Gb"}), answers.append)
+
+    async def drive() -> None:
+        app = Host()
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause()
+            dialog = app.screen
+            assert isinstance(dialog, ConfirmRunScreen)
+            origin = str(dialog.query_one("#dialog-origin", Static).content)
+            assert "NOT TRUSTED (folder not trusted)" in origin and "KB_CASES" in origin
+            assert dialog.query_one("#yes", Button).label.plain == "Run once (y)"
+            # a value with an escape sequence is shown as it runs, made visible
+            code = dialog.query_one("#plan-code-0", Static).content.code
+            assert "v='a\\x1b[2K\\x1b[1Gb'" in code and "\x1b" not in code
+            await pilot.click("#trust")
+            await pilot.pause()
+
+    asyncio.run(drive())
+    assert answers == [True]
+    assert case_trust(case).trusted  # recorded with the folder's current content
