@@ -8,6 +8,7 @@ docs/case-format.md.
 
 from __future__ import annotations
 
+import datetime as _dt
 import difflib
 import hashlib
 import re
@@ -15,12 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-# libyaml's parser: ten times faster (matters for 100k-case sets) and it refuses
-# absurd nesting (100k `[`) at once with a clean error, where the pure-Python
-# loader spends seconds before a RecursionError.
-_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+from .frontmatter import FrontMatterError, load_front_matter
+from .params import DEFAULT_TYPE, PARAM_TYPES, value_error
+from .placement import PLACEHOLDER_RE, unsafe_placements
+from .safe_text import UNSAFE_BLOCK_RE, visible
 
 REQUIRED_KEYS = ("id", "title", "category", "signatures", "symptoms", "sources")
 OPTIONAL_KEYS = ("tags", "params", "status", "reviewed", "overrides", "versions", "kind")
@@ -40,10 +39,15 @@ DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 600.0
 REGEX_PREFIX = "regex:"
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
-PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 FENCE_RE = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?P<lang>[A-Za-z0-9_+-]*)\s*(?P<attrs>\{.*\})?\s*$")
 ATTR_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[^\s}]+)\s*')
 NEED_RE = re.compile(r"^(gpu|multi-gpu|cmd:[A-Za-z0-9_.+-]+|py:[A-Za-z0-9_.]+)$")
+# Bounds on one case (case files are untrusted input; docs/case-format.md).
+MAX_SIGNATURES = 200
+MAX_CHECKS = 50
+MAX_PARAMS = 50
+MAX_LIST_ITEMS = 500  # symptoms, sources, tags
+PARAM_KEYS = ("type", "description", "default")
 
 
 @dataclass(frozen=True)
@@ -51,10 +55,10 @@ class Problem:
     path: Path
     line: int
     message: str
-    severity: str = "error"  # "error" keeps the case out; "warning" only reports
+    severity: str = "error"  # "error" keeps the case out; "warning" only reports; "note" says what happened (an override)
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.severity}: {self.message}"
+        return visible(f"{self.path}:{self.line}: {self.severity}: {self.message}")
 
 
 @dataclass(frozen=True)
@@ -62,6 +66,7 @@ class Param:
     name: str
     description: str
     default: str | None = None
+    type: str = DEFAULT_TYPE  # int, name, path or text (kb.params)
 
 
 @dataclass(frozen=True)
@@ -102,6 +107,13 @@ class Case:
     sections: dict[str, str] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
     content_hash: str = ""
+    # Where it was loaded from (set by kb.caseset.load_cases): the folder layer
+    # ("built-in", "team", "personal", "KB_CASES", "--cases"), that folder, and
+    # the file of a lower layer this case replaces with `overrides: true`.
+    layer: str = ""
+    folder: Path | None = None
+    replaces: Path | None = None
+    replaces_layer: str = ""
 
     def section(self, name: str) -> str:
         return self.sections.get(name, "")
@@ -181,6 +193,9 @@ def _signature_field(meta: dict[Any, Any], fm_text: str, path: Path, problems: l
         return [], {}
     sigs: list[str] = []
     sources: dict[str, str] = {}
+    if len(raw) > MAX_SIGNATURES:
+        problems.append(Problem(path, line, f"{len(raw)} signatures; at most {MAX_SIGNATURES} per case"))
+        return [], {}
     for item in raw:
         if isinstance(item, (str, int, float)) and not isinstance(item, bool):
             sigs.append(str(item))
@@ -208,6 +223,45 @@ def _signature_field(meta: dict[Any, Any], fm_text: str, path: Path, problems: l
             sources[sig] = source.strip()
         sigs.append(sig)
     return sigs, sources
+
+
+def _params_field(meta: dict[Any, Any], fm_text: str, path: Path, problems: list[Problem]) -> dict[str, Param]:
+    """`params: {name: {type, description, default}}`; a default must fit its type."""
+    params: dict[str, Param] = {}
+    raw = meta.get("params") or {}
+    line = _key_line(fm_text, "params")
+    if not isinstance(raw, dict):
+        problems.append(Problem(path, line, "params must be a mapping of name to {type, description, default}"))
+        return params
+    if len(raw) > MAX_PARAMS:
+        problems.append(Problem(path, line, f"{len(raw)} params; at most {MAX_PARAMS} per case"))
+        return params
+    for name, spec in raw.items():
+        name = str(name)
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            problems.append(Problem(path, line, f"param name {name!r} must be an identifier (letters, digits, _)"))
+            continue
+        if not isinstance(spec, dict) or not isinstance(spec.get("description"), str):
+            problems.append(Problem(path, line, f"param {name!r} needs a description (and optionally a type and a default)"))
+            continue
+        unknown = [str(k) for k in spec if k not in PARAM_KEYS]
+        if unknown:
+            problems.append(Problem(path, line, f"param {name!r}: unknown key {unknown[0]!r} (use type, description, default)"))
+            continue
+        ptype = spec.get("type", DEFAULT_TYPE)
+        if ptype not in PARAM_TYPES:
+            problems.append(Problem(path, line, f"param {name!r}: type must be one of {', '.join(PARAM_TYPES)}, got {ptype!r}"))
+            continue
+        default = spec.get("default")
+        if default is not None and (isinstance(default, bool) or not isinstance(default, (str, int, float))):
+            problems.append(Problem(path, line, f"param {name!r}: default must be a single value, got {type(default).__name__}"))
+            continue
+        default_s = None if default is None else str(default)
+        if default_s is not None and (why := value_error(ptype, default_s)):
+            problems.append(Problem(path, line, f"param {name!r}: default {default_s!r} {why}"))
+            continue
+        params[name] = Param(name, spec["description"].strip(), default_s, ptype)
+    return params
 
 
 def parse_sections(body: str, body_line: int) -> tuple[dict[str, str], list[tuple[str, int]]]:
@@ -270,15 +324,19 @@ def parse_checks(path: Path, body: str, body_line: int, verify_line: int | None)
         if not in_verify:
             problems.append(Problem(path, lineno, "a check (fence with {attributes}) must be in the Verify section", "warning"))
             continue
+        if len(checks) >= MAX_CHECKS:
+            problems.append(Problem(path, lineno, f"more than {MAX_CHECKS} checks in one case; split the case"))
+            break
         check, errs = _build_check(path, lineno, m.group("lang"), attrs_text, code)
         problems.extend(errs)
         if check:
             checks.append(check)
-    names = [c.name for c in checks]
-    for c in checks:
-        if names.count(c.name) > 1:
-            problems.append(Problem(path, c.line, f"duplicate check name {c.name!r}"))
+    first_line: dict[str, int] = {}
+    for c in checks:  # one pass: a case may hold thousands of fences
+        if c.name in first_line:
+            problems.append(Problem(path, c.line, f"duplicate check name {c.name!r} (first on line {first_line[c.name]})"))
             break
+        first_line[c.name] = c.line
     return checks, problems
 
 
@@ -327,21 +385,45 @@ def _build_check(path: Path, lineno: int, lang: str, attrs_text: str, code: str)
     return check, problems
 
 
+MAX_UNSAFE_REPORTED = 10
+
+
+def unsafe_char_problems(path: Path, text: str) -> list[Problem]:
+    """Control, escape and bidi characters anywhere in a case file (tab, newline and CRLF allowed).
+
+    A terminal obeys them, so check code or a title holding one can be shown as
+    something else than it is; the file is refused, one error per line (capped).
+    """
+    problems: list[Problem] = []
+    last_line = -1
+    for m in UNSAFE_BLOCK_RE.finditer(text):
+        if m.group(0) == "\r" and text.startswith("\n", m.end()):
+            continue
+        line = text.count("\n", 0, m.start()) + 1
+        if line == last_line:
+            continue
+        last_line = line
+        col = m.start() - (text.rfind("\n", 0, m.start()) + 1) + 1
+        problems.append(Problem(path, line, f"control, escape or bidi character {visible(m.group(0))} at column {col}: "
+                                            "not allowed in a case file (what is shown must be what runs)"))
+        if len(problems) >= MAX_UNSAFE_REPORTED:
+            break
+    return problems
+
+
 def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
     problems: list[Problem] = []
     split = split_front_matter(text)
     if split is None:
         return None, [Problem(path, 1, "no YAML front matter: the file must start with '---' and close it with '---'")]
     fm_text, body, body_line = split
+    unsafe = unsafe_char_problems(path, text)
+    if unsafe:
+        return None, unsafe
     try:
-        meta = yaml.load(fm_text, Loader=_YAML_LOADER)  # noqa: S506 - a safe loader
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = mark.line + 2 if mark is not None else 1
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        return None, [Problem(path, line, f"bad YAML in front matter: {problem}")]
-    except RecursionError:
-        return None, [Problem(path, 1, "bad YAML in front matter: nested too deeply")]
+        meta = load_front_matter(fm_text)
+    except FrontMatterError as exc:
+        return None, [Problem(path, exc.line + 2, exc.message)]
     if not isinstance(meta, dict):
         return None, [Problem(path, 2, "front matter must be a mapping of keys to values")]
 
@@ -376,6 +458,9 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
             return []
         if non_empty and not v:
             problems.append(Problem(path, _key_line(fm_text, key), f"{key!r} must not be empty"))
+        if len(v) > MAX_LIST_ITEMS:
+            problems.append(Problem(path, _key_line(fm_text, key), f"{key!r} has {len(v)} items; at most {MAX_LIST_ITEMS}"))
+            return []
         return v
 
     case_id = text_field("id")
@@ -408,12 +493,18 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
     if status not in STATUSES:
         problems.append(Problem(path, _key_line(fm_text, "status"), f"status must be one of {', '.join(STATUSES)}, got {status!r}"))
     reviewed = meta.get("reviewed")
+    if reviewed is not None and not isinstance(reviewed, (str, _dt.date)):
+        problems.append(Problem(path, _key_line(fm_text, "reviewed"), "'reviewed' must be a date (YYYY-MM-DD)"))
+        reviewed = None
     reviewed_s = str(reviewed) if reviewed is not None else None
     overrides = meta.get("overrides", False)
     if not isinstance(overrides, bool):
         problems.append(Problem(path, _key_line(fm_text, "overrides"), "overrides must be true or false"))
         overrides = False
     versions = meta.get("versions")
+    if versions is not None and (isinstance(versions, bool) or not isinstance(versions, (str, int, float))):
+        problems.append(Problem(path, _key_line(fm_text, "versions"), f"'versions' must be a string (e.g. \"verl v0.4.1-v0.7.0\"), got {type(versions).__name__}"))
+        versions = None
     kind = text_field("kind") or "curated"
     if kind not in KINDS:
         problems.append(Problem(path, _key_line(fm_text, "kind"), f"kind must be one of {', '.join(KINDS)}, got {kind!r}"))
@@ -421,17 +512,7 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
     if kind == "light" and not signatures:
         problems.append(Problem(path, _key_line(fm_text, "signatures"), "a light entry needs at least one signature"))
 
-    params: dict[str, Param] = {}
-    raw_params = meta.get("params") or {}
-    if not isinstance(raw_params, dict):
-        problems.append(Problem(path, _key_line(fm_text, "params"), "params must be a mapping of name to {description, default}"))
-        raw_params = {}
-    for name, spec in raw_params.items():
-        if not isinstance(spec, dict) or not isinstance(spec.get("description"), str):
-            problems.append(Problem(path, _key_line(fm_text, "params"), f"param {name!r} needs a description (and optionally a default)"))
-            continue
-        default = spec.get("default")
-        params[str(name)] = Param(str(name), spec["description"].strip(), None if default is None else str(default))
+    params = _params_field(meta, fm_text, path, problems)
 
     sections, order = parse_sections(body, body_line)
     names = [n for n, _ in order]
@@ -451,6 +532,9 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
             used.add(ph)
             if ph not in params:
                 problems.append(Problem(path, check.line, f"check {check.name!r} uses placeholder {{{{{ph}}}}} that is not declared under params"))
+        for offset, ph, why in unsafe_placements(check.lang, check.code):
+            problems.append(Problem(path, check.line + 1 + offset, f"check {check.name!r}: placeholder {{{{{ph}}}}} {why}; "
+                                                                 "put it where a word (bash) or an expression (python) goes, e.g. v={{" + ph + "}}"))
     for name in params:
         if name not in used:
             problems.append(Problem(path, _key_line(fm_text, "params"), f"param {name!r} is declared but no check uses it", "warning"))

@@ -93,14 +93,21 @@ def case_files(folder: Path) -> list[Path]:
 
 
 def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) -> CaseSet:
-    result = CaseSet(folders=case_folders(extra, include_builtin))
+    """Parse every layer's case files; each Case records its layer, folder and the file it overrides.
+
+    An override is reported as a note (never silent); two files with one id
+    inside the same folder layer are an error whatever `overrides` says.
+    """
+    layers = case_layers(extra, include_builtin)
+    result = CaseSet(folders=[layer.path for layer in layers])
     if include_builtin:
         from .config import load_config  # noqa: PLC0415
 
         cfg = load_config()
         result.problems += [Problem(cfg.path, 0, msg, "warning") for msg in cfg.problems]
     where: dict[str, Case] = {}
-    for folder in result.folders:
+    for layer in layers:
+        folder = layer.path
         if not folder.is_dir():
             result.problems.append(Problem(folder, 0, "case folder does not exist or is not a folder"))
             continue
@@ -109,11 +116,20 @@ def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) ->
             result.problems.extend(problems)
             if case is None:
                 continue
+            case.layer, case.folder = layer.source, folder
             earlier = where.get(case.id)
             if earlier is None:
                 where[case.id] = case
-            elif case.overrides and earlier.path.parent != case.path.parent:
+                if case.overrides:
+                    result.problems.append(Problem(path, 1, f"'overrides: true' but no lower folder layer has a case {case.id!r}", "warning"))
+            elif earlier.folder == folder:
+                result.problems.append(Problem(
+                    path, 1, f"duplicate id {case.id!r} inside one folder: also defined in {earlier.path} "
+                             "('overrides' only replaces a case of a lower folder layer)"))
+            elif case.overrides:
+                case.replaces, case.replaces_layer = earlier.path, earlier.layer
                 where[case.id] = case
+                result.problems.append(Problem(path, 1, f"overrides {earlier.layer} case {case.id!r} of {earlier.path}", "note"))
             else:
                 result.problems.append(
                     Problem(path, 1, f"duplicate id {case.id!r}: also defined in {earlier.path} (set 'overrides: true' to replace it on purpose)")

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 # Order is the order of `kb --help`. A module that does not exist yet is skipped.
-COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "env", "history", "new", "overview", "paths"]
+COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "trust", "env", "history", "new", "overview", "paths"]
 
 from .commands.common import add_index_options
 from .crash import guarded

@@ -1,9 +1,12 @@
 """`kb doctor`: run every check marked `doctor=yes`, in parallel, and sort the verdicts.
 
 A doctor check promises to be read-only, fast and parameter-free; one whose
-placeholders lack defaults is left out rather than run with a guess. The
-report puts what is confirmed on this node first, since that is what the
-user acts on.
+placeholders lack defaults is left out rather than run with a guess. Doctor
+runs nobody's code unasked: only checks of trusted folders run (kb.trust);
+the others are listed as "not run: folder not trusted" with the command that
+trusts the folder. The report puts what is confirmed on this node first,
+since that is what the user acts on, and names each case's folder layer and
+file.
 """
 
 from __future__ import annotations
@@ -15,13 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .casefile import Case, Check
+from .provenance import case_origin
 from .runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED, CheckResult, resolve_params, run_check
+from .safe_text import visible, visible_block
+from .trust import TrustState, case_trust
 
 WORKERS = 4  # a few: checks call nvidia-smi and Python, which do not like a crowd
 
 
 def doctor_checks(cases: list[Case]) -> list[tuple[Case, Check]]:
-    """The checks doctor runs, in case order: doctor=yes and every placeholder has a default."""
+    """The doctor checks, trusted or not, in case order: doctor=yes and every placeholder has a default."""
     picked: list[tuple[Case, Check]] = []
     for case in cases:
         for check in case.checks:
@@ -30,10 +36,40 @@ def doctor_checks(cases: list[Case]) -> list[tuple[Case, Check]]:
     return picked
 
 
+@dataclass(frozen=True)
+class NotRun:
+    """A doctor check left out because its folder is not trusted."""
+
+    case: str
+    check: str
+    origin: str  # "team folder: /t/x.md (overrides ...)"
+    reason: str  # "folder not trusted" / "folder changed since it was trusted"
+    command: str  # the exact command that trusts the folder
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"case": self.case, "check": self.check, "origin": self.origin, "reason": self.reason, "trust_command": self.command}
+
+
+def split_by_trust(picked: list[tuple[Case, Check]]) -> tuple[list[tuple[Case, Check]], list[NotRun]]:
+    """(checks that may run, checks of untrusted folders)."""
+    run: list[tuple[Case, Check]] = []
+    skipped: list[NotRun] = []
+    states: dict[int, TrustState] = {}
+    for case, check in picked:
+        state = states.setdefault(id(case), case_trust(case))
+        if state.trusted:
+            run.append((case, check))
+        else:
+            skipped.append(NotRun(case.id, check.name, case_origin(case).describe(), state.reason, state.command))
+    return run, skipped
+
+
 @dataclass
 class DoctorReport:
     results: list[CheckResult] = field(default_factory=list)  # in case order
     titles: dict[str, str] = field(default_factory=dict)  # case id -> title, for display
+    origins: dict[str, str] = field(default_factory=dict)  # case id -> folder layer and file (and what it overrides)
+    not_trusted: list[NotRun] = field(default_factory=list)  # doctor checks of untrusted folders, not run
 
     def by_verdict(self, verdict: str) -> list[CheckResult]:
         return [r for r in self.results if r.verdict == verdict]
@@ -47,7 +83,9 @@ class DoctorReport:
             "inconclusive": [brief(r) for r in self.by_verdict(INCONCLUSIVE)],
             "ruled_out": len(self.by_verdict(RULED_OUT)),
             "skipped": len(self.by_verdict(SKIPPED)),
-            "results": [{"case": r.case, "check": r.name, **{k: v for k, v in r.to_dict().items() if k != "name"}} for r in self.results],
+            "results": [{"case": r.case, "check": r.name, "origin": self.origins.get(r.case, ""),
+                         **{k: v for k, v in r.to_dict().items() if k != "name"}} for r in self.results],
+            "not_run": [n.to_dict() for n in self.not_trusted],
         }
 
 
@@ -62,8 +100,9 @@ def run_doctor(
     """Run the doctor checks of `cases` in a thread pool; `progress=None` shows tqdm only on a terminal."""
     from tqdm import tqdm  # only doctor needs it
 
-    todo = doctor_checks(cases)
-    report = DoctorReport(titles={c.id: c.title for c in cases})
+    todo, not_trusted = split_by_trust(doctor_checks(cases))
+    report = DoctorReport(titles={c.id: c.title for c in cases}, origins={c.id: case_origin(c).describe() for c in cases},
+                          not_trusted=not_trusted)
     if progress is None:
         progress = sys.stderr.isatty()
     slots: list[CheckResult | None] = [None] * len(todo)
@@ -88,16 +127,26 @@ def format_report(report: DoctorReport, lines_per_case: int = 6) -> str:
     if confirmed:
         out.append(f"Confirmed on this node ({len(confirmed)}):")
         for r in confirmed:
-            out.append(f"  [!] {r.case} / {r.name}: {report.titles.get(r.case, '')}")
-            tail = [ln for ln in r.output.rstrip().splitlines() if ln.strip()][-lines_per_case:]
+            out.append(visible(f"  [!] {r.case} / {r.name}: {report.titles.get(r.case, '')}"))
+            out.append(f"      from {report.origins.get(r.case, '?')}")
+            tail = [ln for ln in visible_block(r.output).rstrip().splitlines() if ln.strip()][-lines_per_case:]
             out.extend(f"        {ln}" for ln in tail)
-            out.append(f"      see: kb show {r.case}")
+            out.append(visible(f"      see: kb show {r.case}"))
     else:
         out.append("Nothing confirmed on this node.")
     if inconclusive:
         out.append(f"Inconclusive ({len(inconclusive)}):")
         for r in inconclusive:
-            out.append(f"  [?] {r.case} / {r.name}: {r.reason}")
+            out.append(visible(f"  [?] {r.case} / {r.name}: {r.reason}") + f"  ({report.origins.get(r.case, '?')})")
+    if report.not_trusted:
+        out.append(f"Not run: folder not trusted ({len(report.not_trusted)}):")
+        commands: list[str] = []
+        for n in report.not_trusted:
+            out.append(visible(f"  [-] {n.case} / {n.check}: not run: {n.reason}") + f"  ({n.origin})")
+            if n.command and n.command not in commands:
+                commands.append(n.command)
+        out.append("      read those checks (kb run ID --dry-run), then trust the folder with:")
+        out.extend(f"        {visible(c)}" for c in commands)
     out.append(
         f"{len(report.by_verdict(RULED_OUT))} ruled out, {len(report.by_verdict(SKIPPED))} skipped "
         f"({len(report.results)} checks; a pass covers only what a check looked at; details in `kb history`)."

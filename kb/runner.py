@@ -17,7 +17,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -31,6 +30,7 @@ from typing import Any, Callable, Mapping
 
 from .casefile import PLACEHOLDER_RE, Case, Check
 from .needs import target_python, unmet_needs
+from .params import DEFAULT_TYPE, BadParam, quote_value, value_error
 
 CONFIRMED = "confirmed"
 RULED_OUT = "ruled out"
@@ -65,11 +65,12 @@ class Plan:
     missing: list[str]  # placeholders with neither
     interpreter: list[str]  # argv prefix; the script file is appended
     interpreter_desc: str  # e.g. "/usr/bin/python3 (first python3 on PATH)"
-    code: str  # final code; placeholders still visible while something is missing
+    code: str  # final code; placeholders still visible while something is missing or invalid
+    invalid: dict[str, str] = field(default_factory=dict)  # name -> why its value does not fit its type
 
     @property
     def ready(self) -> bool:
-        return not self.missing
+        return not self.missing and not self.invalid
 
 
 @dataclass
@@ -93,20 +94,35 @@ class CheckResult:
         return asdict(self)
 
 
-def quote_value(lang: str, value: str) -> str:
-    """A parameter value as one bash word or one Python string literal, never as code."""
-    if lang == "python":
-        return repr(str(value))
-    return shlex.quote(str(value))
+def _type_of(case: Case | None, name: str) -> str:
+    param = case.params.get(name) if case is not None else None
+    return param.type if param is not None else DEFAULT_TYPE
 
 
-def substitute(check: Check, values: Mapping[str, str]) -> str:
-    """The check's code with every `{{name}}` replaced by its safely quoted value."""
+def invalid_values(case: Case, values: Mapping[str, str]) -> dict[str, str]:
+    """name -> why, for each value that does not fit its parameter's declared type."""
+    out: dict[str, str] = {}
+    for name, value in values.items():
+        why = value_error(_type_of(case, name), str(value))
+        if why:
+            out[name] = why
+    return out
+
+
+def substitute(check: Check, values: Mapping[str, str], case: Case | None = None) -> str:
+    """The check's code with every `{{name}}` replaced by its validated, safely quoted value.
+
+    Raises MissingParams, or BadParam for a value that does not fit its type.
+    """
     missing = sorted({n for n in check.placeholders() if n not in values})
     if missing:
         raise MissingParams(missing)
+    for name in check.placeholders():
+        why = value_error(_type_of(case, name), str(values[name]))
+        if why:
+            raise BadParam(name, str(values[name]), why)
     # A function replacement, so backslashes in values are never read as regex escapes.
-    return PLACEHOLDER_RE.sub(lambda m: quote_value(check.lang, values[m.group(1)]), check.code)
+    return PLACEHOLDER_RE.sub(lambda m: quote_value(check.lang, str(values[m.group(1)]), _type_of(case, m.group(1))), check.code)
 
 
 def resolve_params(case: Case, check: Check, given: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
@@ -136,9 +152,10 @@ def interpreter_for(check: Check, python: str | None = None) -> tuple[list[str],
 
 def plan_check(case: Case, check: Check, params: Mapping[str, str] | None = None, python: str | None = None) -> Plan:
     values, missing = resolve_params(case, check, params)
+    invalid = invalid_values(case, values)
     argv, desc = interpreter_for(check, python)
-    code = check.code if missing else substitute(check, values)
-    return Plan(case, check, values, missing, argv, desc, code)
+    code = check.code if missing or invalid else substitute(check, values, case)
+    return Plan(case, check, values, missing, argv, desc, code, invalid)
 
 
 # Python exits with status 1 on an uncaught exception, which the verdict mapping
@@ -336,7 +353,8 @@ def run_check(
     """Run one check and return its verdict. Blocking: call it from a worker thread in a UI.
 
     Raises MissingParams when a placeholder has no value and no default (ask
-    the user first: `plan_check(...).missing`). Everything else, including an
+    the user first: `plan_check(...).missing`), and BadParam when a value does
+    not fit its declared type (`plan_check(...).invalid`). Everything else, including an
     interpreter that does not exist, ends as a verdict. Setting
     `cancel_event` kills the check's process group (verdict inconclusive,
     reason "cancelled").
@@ -344,6 +362,9 @@ def run_check(
     plan = plan_check(case, check, params, python)
     if plan.missing:
         raise MissingParams(plan.missing)
+    if plan.invalid:
+        name, why = next(iter(plan.invalid.items()))
+        raise BadParam(name, plan.values[name], why)
     started_at = _now_iso()
     base = dict(case=case.id, name=check.name, params=plan.values, interpreter=plan.interpreter_desc, started_at=started_at)
 

@@ -20,9 +20,10 @@ from typing import Any
 import numpy as np
 
 from .documents import CaseDoc
+from .provenance import Origin, OriginMap
 from .index import LoadedIndex, open_index
 from .signals import Signals, extract
-from .signatures import SignatureHit, SignatureMatcher, signature_score
+from .signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
 
 SCORERS = ("signature", "lexical", "dense")
 DENSE_NEIGHBOURS = 160  # nearest vectors read per query (a case has ~11)
@@ -56,12 +57,21 @@ class Result:
     scores: dict[str, float]
     why: list[str]
     matched_lines: list[str] = field(default_factory=list)
+    # Where the case comes from (kb.provenance): its folder layer, and the file
+    # of a lower layer it overrides ("" / None when it overrides nothing).
+    layer: str = ""
+    overrides: str | None = None
+    overrides_layer: str = ""
+
+    def origin(self) -> Origin:
+        return Origin(self.layer, Path(self.path), None, Path(self.overrides) if self.overrides else None, self.overrides_layer)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "title": self.title,
             "category": self.category,
+            **self.origin().to_json(),
             "score": round(self.score, 4),
             "confidence": self.confidence,
             "why": self.why,
@@ -105,6 +115,7 @@ class RawScores:
     cos: np.ndarray | None = None
     best_row: np.ndarray | None = None
     timed_out: list[str] = field(default_factory=list)  # regex signatures skipped for running too long
+    not_tried: list[str] = field(default_factory=list)  # regex signatures left once the search's regex budget was spent
 
 
 def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -150,11 +161,14 @@ class Engine:
         self._encoder: Any = None
         self._encoder_error: str = ""
         self._lock = threading.Lock()
+        self.origins = OriginMap.current()  # replaced by open() with the folders the index was built from
 
     @classmethod
     def open(cls, extra_dirs: list[Path] | None = None, **kwargs: Any) -> "Engine":
         weights = kwargs.pop("weights", DEFAULT_WEIGHTS)
-        return cls(open_index(extra_dirs, **kwargs), weights)
+        engine = cls(open_index(extra_dirs, **kwargs), weights)
+        engine.origins = OriginMap.current(extra_dirs, kwargs.get("include_builtin", True))
+        return engine
 
     # ------------------------------------------------------------ dense model
 
@@ -214,7 +228,7 @@ class Engine:
             lines = [l.text for l in signals.lines]
             if len(lines) > 5000:  # huge paste: error lines and the tail carry the signature
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
-            raw.hits = self.matcher.match(lines, raw.timed_out)
+            raw.hits = self.matcher.match(lines, raw.timed_out, unmatched=raw.not_tried)
             sig = np.zeros(n, dtype=np.float32)
             for cid, h in raw.hits.items():
                 sig[self._position[cid]] = signature_score(h)
@@ -256,6 +270,11 @@ class Engine:
             notes.append(f"dense search not used: {self.dense_error or 'model not loaded yet'}")
         if raw.timed_out:
             notes.append(f"{len(raw.timed_out)} regex signature(s) skipped for taking too long (run `kb check`): " + ", ".join(s[:60] for s in raw.timed_out[:3]))
+        if raw.not_tried:
+            notes.append(
+                f"signature matching stopped after {SEARCH_REGEX_BUDGET_S:g} s in all: {len(raw.not_tried)} regex signature(s) "
+                "not tried (slow patterns; run `kb check`)"
+            )
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
         return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes)
@@ -279,4 +298,6 @@ class Engine:
             why.append(f"dense similarity {float(parts['_cos'][i]):.2f} to: {label[:160]}")
         scores = {s: float(parts[s][i]) for s in SCORERS if s in parts}
         confidence = "high" if score >= 0.7 else "medium" if score >= 0.45 else "low"
-        return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, confidence, scores, why, matched)
+        origin = self.origins.origin(doc["path"], doc["id"])
+        return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, confidence, scores, why, matched,
+                      origin.layer, None if origin.replaces is None else str(origin.replaces), origin.replaces_layer)

@@ -41,6 +41,9 @@ except ImportError:  # pragma: no cover - a dependency; without it risky pattern
     HAVE_TIMEOUT = False
 
 REGEX_TIMEOUT_S = 0.05  # per signature and line group; a sane pattern needs microseconds
+# All regex signatures of one search together: many patterns each just under their
+# own limit (1,200 x 50 ms) must not make one search take a minute.
+SEARCH_REGEX_BUDGET_S = 2.0
 PROBE_TIMEOUT_S = 0.05
 _WS_RE = re.compile(r"\s+")
 _WORD_RE = re.compile(r"\w+")
@@ -288,12 +291,18 @@ class SignatureMatcher:
         picked.sort()
         return picked
 
-    def match(self, lines: list[str], timeouts: list[str] | None = None) -> dict[str, list[SignatureHit]]:
+    def match(
+        self, lines: list[str], timeouts: list[str] | None = None, budget_s: float | None = None, unmatched: list[str] | None = None
+    ) -> dict[str, list[SignatureHit]]:
         """Hits per case id for the cleaned lines of a paste.
 
         A regex that runs past REGEX_TIMEOUT_S is skipped; its signature is
-        appended to `timeouts` (when given) so the caller can say so.
+        appended to `timeouts` (when given) so the caller can say so. Once the
+        regexes together have run `budget_s` (default SEARCH_REGEX_BUDGET_S),
+        the remaining regexes are not tried; they are appended to `unmatched`.
         """
+        budget = SEARCH_REGEX_BUDGET_S if budget_s is None else budget_s
+        regex_deadline: float | None = None
         canon_lines = [canon(line) for line in lines]
         starts: list[int] = []
         pos = 0
@@ -311,6 +320,13 @@ class SignatureMatcher:
                 if idx >= 0:
                     line_text = lines[max(0, bisect.bisect_right(starts, idx) - 1)]
             elif comp.regex is not None:
+                now = time.monotonic()
+                if regex_deadline is None:
+                    regex_deadline = now + budget
+                if now > regex_deadline:
+                    if unmatched is not None:
+                        unmatched.append(comp.raw)
+                    continue
                 line_text = self._search_regex(comp, lines, timeouts)
             if line_text is not None:
                 hits.setdefault(comp.case_id, []).append(SignatureHit(comp.case_id, comp.raw, line_text.strip(), comp.specificity))

@@ -11,6 +11,7 @@ from kb.caseset import load_cases
 from kb.cli import main
 from kb.doctor import doctor_checks, format_report, run_doctor
 from kb.history import read_history
+from kb.trust import trust_folder
 
 
 @pytest.fixture
@@ -26,6 +27,7 @@ def doctor_cases(write_case, tmp_path):
                params={"d": str(ran), "nic": None})
     write_case("ff-not-doctor", [("bash {name=manual}", "touch {{d}}/manual\nexit 1")], params={"d": str(ran)})
     folder = write_case("gg-confirmed-too", [("bash {name=also-bad doctor=yes}", "echo second problem\nexit 1")])
+    trust_folder(folder)  # doctor runs only checks of trusted folders (tests/test_trust.py)
     return folder, ran
 
 
@@ -65,6 +67,7 @@ def test_doctor_runs_checks_in_parallel(write_case, tmp_path):
     code = ("touch {{d}}/$$\nfor i in $(seq 200); do\n  [ \"$(ls {{d}} | wc -l)\" -ge 3 ] && exit 0\n  sleep 0.02\ndone\nexit 1")
     for name in ("p1", "p2", "p3"):
         folder = write_case(f"par-{name}", [("bash {name=meet doctor=yes timeout=10}", code)], params={"d": str(meet)})
+    trust_folder(folder)
     report = run_doctor(load_cases([folder], include_builtin=False).cases, workers=3, progress=False)
     assert [r.verdict for r in report.results] == ["ruled out"] * 3
 
@@ -85,7 +88,8 @@ def test_kb_doctor_json(doctor_cases, capsys):
     assert main(["doctor", "--json", "--only", "--cases", str(folder), "--python", sys.executable]) == 0
     captured = capsys.readouterr()
     data = json.loads(captured.out)
-    assert set(data) == {"confirmed", "inconclusive", "ruled_out", "skipped", "results"}
+    assert set(data) == {"confirmed", "inconclusive", "ruled_out", "skipped", "results", "not_run"}
+    assert data["not_run"] == []
     assert {tuple(sorted(c)) for c in data["confirmed"]} == {("case", "check", "output", "reason")}
     assert "it/s" not in captured.err and "kb doctor" not in captured.err  # no progress bar off a terminal
 

@@ -19,6 +19,7 @@ from kb.cli import main
 from kb.history import read_history
 from kb.needs import target_python
 from kb.runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED, MissingParams, plan_check, run_check
+from kb.trust import trust_folder
 
 
 def load(folder: Path, case_id: str):
@@ -378,6 +379,7 @@ def two_checks(write_case, tmp_path):
         ("bash {name=first description=\"looks at things\"}", "touch {{marker}}\necho 'evidence here'\nexit 1"),
         ("python {name=second timeout=7 needs=py:json}", "print({{word}})\nraise SystemExit(0)"),
     ], params={"marker": str(marker), "word": None})
+    trust_folder(folder)  # --yes runs only checks of trusted folders (tests/test_trust.py)
     return folder, marker
 
 

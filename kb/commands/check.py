@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..caseset import load_cases, validate
+from ..safe_text import dumps
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,8 +21,9 @@ def run(args: argparse.Namespace) -> int:
     caseset = load_cases(args.cases, include_builtin=not args.only)
     problems = validate(caseset)
     errors = [p for p in problems if p.severity == "error"]
+    notes = [p for p in problems if p.severity == "note"]
     if args.json:
-        print(json.dumps({
+        print(dumps({
             "cases": len(caseset.cases),
             "errors": len(errors),
             "problems": [{"path": str(p.path), "line": p.line, "severity": p.severity, "message": p.message} for p in problems],
@@ -32,5 +33,6 @@ def run(args: argparse.Namespace) -> int:
             print(p)
         bad_files = len({p.path for p in errors})
         print(f"{len(caseset.cases)} cases loaded from {len(caseset.folders)} folder(s); "
-              f"{len(errors)} error(s) in {bad_files} file(s), {len(problems) - len(errors)} warning(s)")
+              f"{len(errors)} error(s) in {bad_files} file(s), {len(problems) - len(errors) - len(notes)} warning(s)"
+              + (f", {len(notes)} override(s)" if notes else ""))
     return 1 if errors else 0

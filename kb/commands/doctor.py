@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from ..caseset import load_cases
 from ..errors import EXIT_OK
 from ..doctor import format_report, run_doctor
+from ..safe_text import dumps
 from .run import check_python
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("doctor", help="run every doctor=yes check on this node and report what is confirmed")
+    p = sub.add_parser("doctor", help="run the doctor=yes checks of trusted case folders on this node and report what is confirmed")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--python", metavar="PATH", help="Python of the training environment (default: KB_PYTHON, else python3 on PATH)")
     p.add_argument("--cases", action="append", type=Path, default=[], metavar="DIR", help="extra case folder (repeatable)")
@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     caseset = load_cases(args.cases, include_builtin=not args.only)
     report = run_doctor(caseset.cases, python=args.python)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        print(dumps(report.to_dict(), indent=2))
     else:
         print(format_report(report))
     return EXIT_OK

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 
 from ..errors import EXIT_OK, UsageError
 from ..history import history_path, read_history
+from ..safe_text import dumps, visible
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("-n must be at least 1")
     entries = read_history(args.n)
     if args.json:
-        print(json.dumps(entries, indent=2, ensure_ascii=False))
+        print(dumps(entries, indent=2))
         return EXIT_OK
     if not entries:
         print(f"No runs recorded yet ({history_path()}).")
@@ -32,6 +32,6 @@ def run(args: argparse.Namespace) -> int:
         code = f"exit {exit_code}" if exit_code is not None else str(e.get("reason", ""))
         duration = e.get("duration_s")
         took = f"{duration:.2f} s" if isinstance(duration, (int, float)) else "?"
-        print(f"{e.get('time', '?')}  {e.get('case', '?')} / {e.get('check', '?')}  "
-              f"{str(e.get('verdict', '?')).upper()}  ({code}, {took}){'  ' + params if params else ''}")
+        print(visible(f"{e.get('time', '?')}  {e.get('case', '?')} / {e.get('check', '?')}  "
+                      f"{str(e.get('verdict', '?')).upper()}  ({code}, {took}){'  ' + params if params else ''}"))
     return EXIT_OK

@@ -17,7 +17,6 @@ Exit 0 written (or signatures added), 1 a duplicate was refused, 2 bad usage.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shlex
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from ..safe_text import dumps, visible
 from .common import add_index_options, read_log_arg
 
 
@@ -59,7 +59,7 @@ def _ask(question: str) -> bool:
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any]) -> None:
     if args.json:
-        print(json.dumps(payload, ensure_ascii=False, indent=2))
+        print(dumps(payload, indent=2))
 
 
 def _open_editor(path: Path) -> None:
@@ -105,7 +105,7 @@ def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path
     elif added:
         print(f"added {len(added)} signature(s) to {case.path}:")
         for s in added:
-            print(f"  - {s}")
+            print(f"  - {visible(s)}")
     else:
         print(f"{case.path} already has these signatures; nothing changed")
     return EXIT_OK
@@ -149,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     dup = draft.duplicate
     if dup is not None and not args.force:
         print(f"An existing case already matches this log with high confidence: {dup.id} ({dup.score:.2f})", file=sys.stderr)
-        print(f"  {dup.title}\n  {dup.path}", file=sys.stderr)
+        print(f"  {visible(dup.title)}\n  {visible(dup.path)}", file=sys.stderr)
         if _interactive(args) and not args.json:
             if draft.signatures and _ask(f"Add the new signature(s) to {dup.id} instead?"):
                 return _add_to(args, draft, dup.id, search_dirs)
@@ -173,15 +173,15 @@ def run(args: argparse.Namespace) -> int:
         _emit(args, {"path": str(path), "id": draft.id, "signatures": draft.signatures, "similar": similar})
         return EXIT_OK
     print(f"wrote {path}")
-    print(f"  id:       {draft.id}\n  category: {draft.category}")
+    print(f"  id:       {visible(draft.id)}\n  category: {visible(draft.category)}")
     for s in draft.signatures:
-        print(f"  signature: {s}")
+        print(f"  signature: {visible(s)}")
     if not draft.signatures:
         print("  (no signature proposed: add one by hand if the error has a stable message)")
     if draft.similar:
         print("similar cases:")
         for s in draft.similar:
-            print(f"  {s.id}  {s.confidence} ({s.score:.2f})  {s.title}")
+            print(visible(f"  {s.id}  {s.confidence} ({s.score:.2f})  {s.title}"))
     if not args.no_edit and _interactive(args):
         _open_editor(path)
         _report_check(path)

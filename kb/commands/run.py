@@ -1,14 +1,16 @@
 """`kb run ID`: show a case's checks, ask, run them on this node, print verdicts.
 
-Nothing runs without consent: on a terminal kb shows the final code, the
-interpreter, timeout and needs, and asks; elsewhere it needs `--yes`.
+Nothing runs without consent: on a terminal kb shows the final code (control
+characters made visible), the interpreter, timeout and needs, the case's
+folder layer and file, and asks; elsewhere it needs `--yes`. `--yes` runs only
+checks of trusted folders (built-in, or `kb trust DIR`); a check of another
+folder runs only when the user confirms that run on a terminal after seeing it.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import json
 import os
 import sys
 from pathlib import Path
@@ -18,7 +20,11 @@ from ..casefile import Case, Check
 from ..caseset import load_cases
 from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from ..needs import target_python
+from ..params import value_error
+from ..provenance import case_origin
 from ..runner import CheckResult, Plan, plan_check, run_check
+from ..safe_text import dumps, visible, visible_block
+from ..trust import TrustState, case_trust
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +53,7 @@ def find_case(case_id: str, cases: list[Case]) -> Case:
     if case_id in by_id:
         return by_id[case_id]
     hint = difflib.get_close_matches(case_id, list(by_id), n=1)
-    raise UsageError(f"no case {case_id!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "; `kb search` finds cases"))
+    raise UsageError(visible(f"no case {case_id!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "; `kb search` finds cases")))
 
 
 def select_checks(case: Case, name: str | None) -> list[Check]:
@@ -57,7 +63,7 @@ def select_checks(case: Case, name: str | None) -> list[Check]:
         return list(case.checks)
     check = case.check(name)
     if check is None:
-        raise UsageError(f"case {case.id!r} has no check {name!r}; its checks: {', '.join(c.name for c in case.checks)}")
+        raise UsageError(visible(f"case {case.id!r} has no check {name!r}; its checks: {', '.join(c.name for c in case.checks)}"))
     return [check]
 
 
@@ -67,10 +73,14 @@ def parse_params(items: list[str], case: Case) -> dict[str, str]:
         key, sep, value = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise UsageError(f"--param wants KEY=VALUE, got {item!r}")
+            raise UsageError(visible(f"--param wants KEY=VALUE, got {item!r}"))
         if key not in case.params:
             known = ", ".join(case.params) or "none"
-            raise UsageError(f"case {case.id!r} has no parameter {key!r} (its parameters: {known})")
+            raise UsageError(f"case {case.id!r} has no parameter {visible(key)!r} (its parameters: {known})")
+        why = value_error(case.params[key].type, value)
+        if why:
+            # Refused before anything is planned: the value never reaches the code.
+            raise UsageError(f"--param {key}: {visible(repr(value))} {why}")
         values[key] = value
     return values
 
@@ -91,31 +101,46 @@ def ask_missing(plans: list[Plan], case: Case, values: dict[str, str], interacti
         raise UsageError(f"missing parameter{'s' if len(missing) > 1 else ''} {', '.join(missing)} (no default): pass {flags}")
     for name in missing:
         param = case.params.get(name)
-        desc = f" ({param.description})" if param else ""
+        desc = f" ({param.description}; {param.type})" if param else ""
         while True:
-            out.write(f"{name}{desc}: ")  # not input(): with --json, stdout is for the JSON alone
+            out.write(visible(f"{name}{desc}") + ": ")  # not input(): with --json, stdout is for the JSON alone
             out.flush()
             answer = sys.stdin.readline()
             if not answer:
                 raise UsageError(f"no value for parameter {name!r}")
             if answer.strip():
+                why = value_error(param.type if param else "text", answer.strip())
+                if why:
+                    out.write(f"  {visible(repr(answer.strip()))} {why}; try again\n")
+                    continue
                 values[name] = answer.strip()
                 break
 
 
 def describe(plan: Plan, index: int, total: int, out: TextIO) -> None:
     check = plan.check
-    print(f"--- check {index}/{total}: {check.name} ({check.lang}) ---", file=out)
+    print(visible(f"--- check {index}/{total}: {check.name} ({check.lang}) ---"), file=out)
     if check.description:
-        print(f"  {check.description}", file=out)
-    print(f"  interpreter: {plan.interpreter_desc}", file=out)
-    print(f"  timeout: {check.timeout:g} s    needs: {', '.join(check.needs) or 'nothing'}", file=out)
+        print(f"  {visible(check.description)}", file=out)
+    print(f"  interpreter: {visible(plan.interpreter_desc)}", file=out)
+    print(f"  timeout: {check.timeout:g} s    needs: {visible(', '.join(check.needs) or 'nothing')}", file=out)
     if plan.values:
-        print("  parameters: " + ", ".join(f"{k}={v!r}" for k, v in plan.values.items()), file=out)
+        print("  parameters: " + visible(", ".join(f"{k}={v!r}" for k, v in plan.values.items())), file=out)
     if plan.missing:
         print(f"  missing (asked before running): {', '.join(plan.missing)}", file=out)
-    for line in plan.code.rstrip("\n").splitlines():
+    for line in visible_block(plan.code).rstrip("\n").splitlines():
         print(f"  | {line}", file=out)
+
+
+def describe_case(case: Case, state: TrustState, out: TextIO) -> None:
+    """Title, folder layer and file (and what it overrides), and whether its folder is trusted."""
+    print(visible(f"{case.id}: {case.title}"), file=out)
+    print(f"  from {case_origin(case).describe()}", file=out)
+    if state.trusted:
+        print(f"  trust: {state.reason}", file=out)
+    else:
+        print(visible(f"  trust: NOT TRUSTED ({state.reason}): answering y runs this once; "
+                      f"to trust the folder after reading its checks: {state.command}"), file=out)
 
 
 def confirm(count: int, out: TextIO) -> bool:
@@ -129,7 +154,7 @@ def confirm(count: int, out: TextIO) -> bool:
 
 
 def print_result(result: CheckResult, out: TextIO) -> None:
-    print(f"=> {result.name}: {result.verdict.upper()} ({result.reason}; {result.duration_s:.2f} s)", file=out)
+    print(visible(f"=> {result.name}: {result.verdict.upper()} ({result.reason}; {result.duration_s:.2f} s)"), file=out)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,18 +167,26 @@ def run(args: argparse.Namespace) -> int:
 
     plans = [plan_check(case, c, values, args.python) for c in checks]
     if args.dry_run:
+        describe_case(case, case_trust(case), out)
         for i, plan in enumerate(plans, 1):
             describe(plan, i, len(plans), out)
         return EXIT_OK
 
     interactive = is_interactive()
+    state = case_trust(case)
+    if args.yes and not state.trusted:
+        # --yes is consent without reading: only for folders the user trusted.
+        raise UsageError(visible(
+            f"case {case.id!r} comes from {case_origin(case).describe()}, and that folder is not trusted "
+            f"({state.reason}): --yes runs only checks of trusted folders. Read them with `kb run {case.id} --dry-run`, "
+            f"then trust the folder with `{state.command}`, or run without --yes on a terminal to confirm this one run."))
     ask_missing(plans, case, values, interactive, out)
     plans = [plan_check(case, c, values, args.python) for c in checks]
     if not args.yes:
         if not interactive:
             raise UsageError("refusing to run checks without confirmation: stdin is not a terminal. "
                              "Pass --yes to run them, or --dry-run to only print them.")
-        print(f"{case.id}: {case.title}", file=out)
+        describe_case(case, state, out)
         for i, plan in enumerate(plans, 1):
             describe(plan, i, len(plans), out)
         if not confirm(len(plans), out):
@@ -163,8 +196,8 @@ def run(args: argparse.Namespace) -> int:
     results: list[CheckResult] = []
     for plan in plans:
         if not args.json:
-            print(f"--- running {plan.check.name} with {plan.interpreter_desc} ---", file=out, flush=True)
-        stream = None if args.json else (lambda text: (out.write(text), out.flush()))
+            print(visible(f"--- running {plan.check.name} with {plan.interpreter_desc} ---"), file=out, flush=True)
+        stream = None if args.json else (lambda text: (out.write(visible_block(text)), out.flush()))
         result = run_check(case, plan.check, plan.values, args.python, on_output=stream)
         results.append(result)
         if not args.json:
@@ -172,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
                 print(file=out)
             print_result(result, out)
     if args.json:
-        print(json.dumps({"case": case.id, "checks": [r.to_dict() for r in results]}, indent=2, ensure_ascii=False))
+        print(dumps({"case": case.id, **case_origin(case).to_json(), "checks": [r.to_dict() for r in results]}, indent=2))
     else:
         print("A verdict covers only what the check looked at. Recorded in `kb history`.", file=out)
     return EXIT_OK

@@ -6,11 +6,11 @@ Exit 0 with results, 1 when kb abstains ("no known case matches"), 2 on bad usag
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from ..safe_text import dumps, visible
 from .common import add_index_options, read_query
 
 
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         use = ("signature", "lexical")
     answer = engine.search(query, k=args.k, use=use)
     if args.json:
-        print(json.dumps(answer.to_json(), ensure_ascii=False, indent=2))
+        print(dumps(answer.to_json(), indent=2))
     else:
         print_answer(answer, explain=args.explain)
     return EXIT_NEGATIVE if answer.abstained else EXIT_OK
@@ -51,15 +51,17 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
     if explain:
         out.write("kb searched for:\n")
         for line in answer.searched_for:
-            out.write(f"  | {line[:200]}\n")
+            out.write(f"  | {visible(line[:200])}\n")
         out.write("\n")
     if answer.abstained:
         out.write("No known case matches. Try adding the surrounding log lines, or start a case with `kb new --from-log`.\n")
     for rank, r in enumerate(answer.results, 1):
-        out.write(f"{rank}. {r.id}  [{r.category}]  {r.confidence} ({r.score:.2f})\n   {r.title}\n")
+        out.write(visible(f"{rank}. {r.id}  [{r.category}]  {r.confidence} ({r.score:.2f})") + "\n")
+        out.write(f"   {visible(r.title)}\n")
+        out.write(f"   from {r.origin().describe()}\n")
         for why in r.why if explain else r.why[:2]:
-            out.write(f"   - {why}\n")
+            out.write(f"   - {visible(why)}\n")
         if explain:
             out.write("   scores: " + ", ".join(f"{k}={v:.3f}" for k, v in r.scores.items()) + "\n")
     for note in answer.notes:
-        sys.stderr.write(f"kb: {note}\n")
+        sys.stderr.write(f"kb: {visible(note)}\n")

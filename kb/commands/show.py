@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import json
 from pathlib import Path
 
 from ..caseset import load_cases
 from ..errors import UsageError
+from ..provenance import case_origin
+from ..safe_text import dumps, visible, visible_block
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,22 +25,25 @@ def run(args: argparse.Namespace) -> int:
     case = caseset.get(args.id)
     if case is None:
         hint = difflib.get_close_matches(args.id, [c.id for c in caseset.cases], n=3)
-        raise UsageError(f"no case {args.id!r}" + (f"; did you mean {', '.join(hint)}?" if hint else ""))
+        raise UsageError(visible(f"no case {args.id!r}" + (f"; did you mean {', '.join(hint)}?" if hint else "")))
+    origin = case_origin(case)
     if args.json:
-        print(json.dumps({
-            "id": case.id, "title": case.title, "category": case.category, "path": str(case.path),
+        print(dumps({
+            "id": case.id, "title": case.title, "category": case.category, "path": str(case.path), **origin.to_json(),
             "tags": case.tags, "signatures": case.signatures, "symptoms": case.symptoms, "sources": case.sources,
             "status": case.status, "reviewed": case.reviewed,
-            "params": {p.name: {"description": p.description, "default": p.default} for p in case.params.values()},
+            "params": {p.name: {"type": p.type, "description": p.description, "default": p.default} for p in case.params.values()},
             "checks": [{"name": c.name, "lang": c.lang, "timeout": c.timeout, "needs": list(c.needs), "doctor": c.doctor} for c in case.checks],
             "sections": case.sections,
-        }, ensure_ascii=False, indent=2))
+        }, indent=2))
         return 0
-    print(f"{case.id}  [{case.category}]  {case.path}")
-    print(case.body.strip())
+    print(visible(f"{case.id}  [{case.category}]  {case.path}"))
+    print(f"from {origin.describe()}")
+    print(visible_block(case.body.strip()))
     print("\nSources:")
     for s in case.sources:
-        print(f"  - {s}")
+        print(f"  - {visible(s)}")
     if case.checks:
-        print("\nChecks: " + ", ".join(c.name for c in case.checks) + f"   (run with: kb run {case.id} --check NAME)")
+        print()
+        print(visible("Checks: " + ", ".join(c.name for c in case.checks) + f"   (run with: kb run {case.id} --check NAME)"))
     return 0

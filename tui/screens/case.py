@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from pathlib import Path
 
 from rich.markdown import Markdown
 from rich.text import Text
@@ -17,34 +16,29 @@ from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
 from kb.casefile import Case, Check
-from kb.paths import builtin_cases_dir
+from kb.provenance import case_origin
 from kb.runner import CheckResult, interpreter_for, plan_check, run_check
+from kb.safe_text import visible, visible_block
+from kb.trust import case_trust
 
 from ..messages import CheckFinished, ChecksDone, CheckStarted
+from ..widgets.card import origin_text
 from ..widgets.check_output import CheckOutput
 from ..widgets.transcript import VERDICT_STYLE
 from .confirm import ConfirmRunScreen
 
 
-def display_path(path: Path) -> str:
-    """Built-in cases relative to the checkout (`cases/...`), others in full."""
-    try:
-        return str(path.relative_to(builtin_cases_dir().parent))
-    except ValueError:
-        return str(path)
-
-
 def check_prompt(check: Check, verdict: str = "") -> Text:
     t = Text()
-    t.append(check.name, style="bold")
+    t.append(visible(check.name), style="bold")
     t.append(f"  {check.lang}", style="dim")
     if check.needs:
-        t.append(" · needs " + ",".join(check.needs), style="dim")
+        t.append(visible(" · needs " + ",".join(check.needs)), style="dim")
     if verdict:
         t.append("\n  ")
         t.append(verdict, style=VERDICT_STYLE.get(verdict, "bold"))
     elif check.description:
-        t.append("\n  " + check.description[:80], style="italic dim")
+        t.append("\n  " + visible(check.description[:80]), style="italic dim")
     return t
 
 
@@ -74,15 +68,20 @@ class CaseScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         c = self.case
         head = Text()
-        head.append(c.title, style="bold")
-        head.append(f"\n{c.id} · {c.category} · {c.status}", style="dim")
-        head.append(f" · {display_path(c.path)}", style="dim")
+        head.append(visible(c.title), style="bold")
+        head.append("\n")
+        head.append(visible(f"{c.id} · {c.category} · {c.status}"), style="dim")
+        head.append("\n")
+        head.append_text(origin_text(case_origin(c)))
+        state = case_trust(c)
+        if not state.trusted:
+            head.append(visible(f" · checks not trusted ({state.reason}): each run asks; {state.command}"), style="bold red")
         yield Static(head, id="case-head")
         with Horizontal(id="case-main"):
             with VerticalScroll(id="case-body"):
                 # Rich's Markdown in one Static, not Textual's Markdown widget: that
                 # mounts a widget per block and took over a second to open a case.
-                yield Static(Markdown(c.body, code_theme="ansi_dark"), id="case-md")
+                yield Static(Markdown(visible_block(c.body), code_theme="ansi_dark"), id="case-md")
             with Vertical(id="case-side"):
                 yield Label(f"Checks ({len(c.checks)})", classes="side-title")
                 options = [Option(check_prompt(ch), id=ch.name) for ch in c.checks]
@@ -198,8 +197,9 @@ class CaseScreen(Screen[None]):
             # Through the same buffer as the output, so the header always comes first.
             output.feed(f"$ {check.name}  ({interpreter})\n")
             self.post_message(CheckStarted(self.case.id, check.name, interpreter))
-            result = run_check(self.case, check, values, python=self.python, on_output=output.feed, cancel_event=cancel)
-            output.end_run(f"→ {result.verdict}: {result.reason} ({result.duration_s:.2f} s)")
+            result = run_check(self.case, check, values, python=self.python, on_output=lambda text: output.feed(visible_block(text)),
+                               cancel_event=cancel)
+            output.end_run(f"→ {result.verdict}: {visible(result.reason)} ({result.duration_s:.2f} s)")
             finished = CheckFinished(self.case.title, result)
             self.post_message(finished)
             # The app records it in the conversation even if this screen is closed meanwhile.

@@ -2,7 +2,11 @@
 
 A ModalScreen[bool] in the style of Frogmouth's yes/no dialog. Nothing runs
 before the user answers yes. The parameter values the user typed are left in
-`values` for the caller.
+`values` for the caller. The code is shown exactly as it runs, control
+characters made visible (kb.safe_text), with the case's folder layer and file.
+For a case from a folder the user has not trusted (kb.trust), the dialog says
+so: "Run once" confirms this run only, "Trust folder and run" records the
+folder (with its current content) as trusted first.
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from kb.casefile import Case, Check
+from kb.provenance import case_origin
 from kb.runner import Plan, plan_check
+from kb.safe_text import visible, visible_block
+from kb.trust import case_trust, trust_folder
+
+from ..widgets.card import origin_text
 
 
 def _needed_params(checks: list[Check]) -> list[str]:
@@ -34,6 +43,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
 
     BINDINGS = [
         Binding("y", "confirm", "Run"),
+        Binding("t", "trust_and_run", "Trust folder and run", show=False),
         Binding("n,escape", "cancel", "Cancel"),
     ]
 
@@ -43,6 +53,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
         self.checks = checks
         self.python = python
         self.params = _needed_params(checks)
+        self.trust = case_trust(case)
         self.values: dict[str, str] = {}
         for name in self.params:
             param = case.params.get(name)
@@ -55,16 +66,23 @@ class ConfirmRunScreen(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         n = len(self.checks)
-        title = f"Run {'check ' + self.checks[0].name if n == 1 else f'{n} checks'} of {self.case.id}?"
+        title = visible(f"Run {'check ' + self.checks[0].name if n == 1 else f'{n} checks'} of {self.case.id}?")
         with Vertical(id="dialog"):
             yield Label(title, id="dialog-title")
+            origin = Text("from ", style="dim")
+            origin.append_text(origin_text(case_origin(self.case)))
+            if not self.trust.trusted:
+                origin.append(visible(f"\nNOT TRUSTED ({self.trust.reason}): read the code; Run once runs it this time only. "
+                                      f"Trusting the folder lets kb doctor and kb run --yes run its checks ({self.trust.command})."),
+                              style="bold red")
+            yield Static(origin, id="dialog-origin")
             with VerticalScroll(id="dialog-body"):
                 if self.params:
                     yield Label("Parameters (substituted safely quoted):", classes="section")
                     for name in self.params:
                         param = self.case.params.get(name)
-                        desc = param.description if param else ""
-                        default = f" (default {param.default})" if param and param.default is not None else " (required)"
+                        desc = visible(f"{param.type}, {param.description}") if param else ""
+                        default = visible(f" (default {param.default})") if param and param.default is not None else " (required)"
                         yield Label(Text.assemble((name, "bold"), f"{default}: {desc}"), classes="param-label")
                         yield Input(value=self.values.get(name, ""), placeholder=name, id=f"param-{name}", classes="param")
                 for i, check in enumerate(self.checks):
@@ -72,7 +90,9 @@ class ConfirmRunScreen(ModalScreen[bool]):
                     yield Static(id=f"plan-code-{i}", classes="plan-code")
             yield Static(id="dialog-missing")
             with Horizontal(id="dialog-buttons"):
-                yield Button("Run (y)", variant="primary", id="yes", compact=True)
+                yield Button("Run (y)" if self.trust.trusted else "Run once (y)", variant="primary", id="yes", compact=True)
+                if not self.trust.trusted and self.trust.folder is not None:
+                    yield Button("Trust folder and run (t)", variant="warning", id="trust", compact=True)
                 yield Button("Cancel (n)", id="no", compact=True)
 
     def on_mount(self) -> None:
@@ -106,27 +126,42 @@ class ConfirmRunScreen(ModalScreen[bool]):
                 out.append(n)
         return out
 
+    def invalid(self) -> dict[str, str]:
+        """name -> why, for typed values that do not fit their parameter's type."""
+        out: dict[str, str] = {}
+        for plan in self.plans():
+            out.update(plan.invalid)
+        return out
+
     def _refresh_plans(self) -> None:
         for i, plan in enumerate(self.plans()):
             check = plan.check
             head = Text()
-            head.append(check.name, style="bold")
+            head.append(visible(check.name), style="bold")
             head.append(f"  [{check.lang}, timeout {check.timeout:g} s")
             if check.needs:
-                head.append(", needs " + ",".join(check.needs))
+                head.append(visible(", needs " + ",".join(check.needs)))
             head.append("]")
             if check.description:
-                head.append("\n" + check.description, style="italic")
+                head.append("\n" + visible(check.description), style="italic")
             head.append("\ninterpreter: ", style="dim")
-            head.append(plan.interpreter_desc, style="bold")
+            head.append(visible(plan.interpreter_desc), style="bold")
             self.query_one(f"#plan-head-{i}", Static).update(head)
             lexer = "python" if check.lang == "python" else "bash"
-            self.query_one(f"#plan-code-{i}", Static).update(Syntax(plan.code.rstrip(), lexer, theme="ansi_dark", word_wrap=True, line_numbers=True))
+            code = visible_block(plan.code.rstrip())  # what is shown is what runs: no escape sequence reaches the screen
+            self.query_one(f"#plan-code-{i}", Static).update(Syntax(code, lexer, theme="ansi_dark", word_wrap=True, line_numbers=True))
         missing = self.missing()
-        self.query_one("#dialog-missing", Static).update(
-            Text("fill in: " + ", ".join(missing), style="bold red") if missing else Text("Nothing runs until you press Run.", style="dim")
-        )
-        self.query_one("#yes", Button).disabled = bool(missing)
+        invalid = self.invalid()
+        if missing:
+            status = Text("fill in: " + ", ".join(missing), style="bold red")
+        elif invalid:
+            status = Text(visible("; ".join(f"{name}: {why}" for name, why in invalid.items())), style="bold red")
+        else:
+            status = Text("Nothing runs until you press Run.", style="dim")
+        self.query_one("#dialog-missing", Static).update(status)
+        self.query_one("#yes", Button).disabled = bool(missing or invalid)
+        for button in self.query("#trust").results(Button):
+            button.disabled = bool(missing or invalid)
 
     @on(Input.Changed, ".param")
     def _param_changed(self, event: Input.Changed) -> None:
@@ -145,6 +180,26 @@ class ConfirmRunScreen(ModalScreen[bool]):
         if self.missing():
             self.notify("Fill in: " + ", ".join(self.missing()), severity="warning")
             return
+        if invalid := self.invalid():
+            self.notify(visible("; ".join(f"{name}: {why}" for name, why in invalid.items())), severity="warning")
+            return
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#trust")
+    def action_trust_and_run(self) -> None:
+        """Record the folder as trusted (with its current content), then run as with Run."""
+        if self.trust.trusted or self.trust.folder is None:
+            self.action_confirm()
+            return
+        if self.missing() or self.invalid():
+            self.action_confirm()  # says what to fill in
+            return
+        try:
+            trust_folder(self.trust.folder)
+        except OSError as exc:
+            self.notify(visible(f"could not record trust: {exc}"), severity="error")
+            return
+        self.notify(visible(f"Trusted {self.trust.folder}"))
         self.dismiss(True)
 
     @on(Button.Pressed, "#no")

@@ -2,37 +2,63 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rich.text import Text
 from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Static
 
+from kb.paths import builtin_cases_dir
+from kb.provenance import Origin
+from kb.safe_text import visible
 from kb.search import Result
 
 MAX_WHY = 4
 MAX_LINE = 220
 
 
+def short_path(path: object) -> str:
+    """Built-in case files relative to the checkout (`cases/...`), others in full."""
+    p = Path(str(path))
+    try:
+        return str(p.relative_to(builtin_cases_dir().parent))
+    except ValueError:
+        return str(p)
+
+
+def origin_text(origin: Origin) -> Text:
+    """`team · /t/x.md`, and `· overrides built-in cases/config/x.md` in yellow when it replaces a case."""
+    t = Text()
+    t.append(visible(f"{origin.layer or 'folder'} · {short_path(origin.file)}"), style="dim")
+    if origin.replaces is not None:
+        t.append(visible(f" · overrides {origin.replaces_layer} {short_path(origin.replaces)}"), style="bold yellow")
+    return t
+
+
 def render_card(rank: int, result: Result) -> Text:
-    """The card's text; user text goes in as plain Text, never as markup (logs are full of [brackets])."""
+    """The card's text; user text goes in as plain Text, never as markup (logs are full of [brackets]),
+    with control characters made visible (kb.safe_text), and the case's folder layer and file."""
     t = Text()
     t.append(f"{rank}. ", style="bold")
-    t.append(result.title, style="bold")
+    t.append(visible(result.title), style="bold")
     t.append("\n")
-    t.append(f"{result.id}", style="dim")
+    t.append(visible(result.id), style="dim")
     t.append(" · ")
-    t.append(result.category, style="italic")
+    t.append(visible(result.category), style="italic")
     t.append(" · ")
     style = {"high": "bold green", "medium": "bold yellow"}.get(result.confidence, "bold red")
     t.append(f"{result.confidence} confidence", style=style)
     t.append(f" ({result.score:.2f})", style="dim")
+    t.append("\n")
+    t.append_text(origin_text(result.origin()))
     seen: set[str] = set()
     for line in result.matched_lines:
         if line in seen:
             continue
         seen.add(line)
         t.append("\n▌ ", style="bold yellow")
-        t.append(line[:MAX_LINE], style="black on yellow")
+        t.append(visible(line[:MAX_LINE]), style="black on yellow")
         if len(seen) >= 2:
             break
     for why in result.why[:MAX_WHY]:
@@ -40,6 +66,7 @@ def render_card(rank: int, result: Result) -> Text:
         if why.startswith("signature ") and " matched: " in why:
             why = why.split(" matched: ", 1)[0] + " matched the highlighted line"
         t.append("\n  • ", style="dim")
+        why = visible(why)
         t.append(why if len(why) <= MAX_LINE else why[:MAX_LINE] + "…", style="dim")
     return t
 

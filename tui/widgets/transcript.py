@@ -13,6 +13,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from kb.runner import CheckResult
+from kb.safe_text import visible
 from kb.search import Answer
 
 from .card import CaseCard
@@ -23,7 +24,7 @@ USER_LINES = 12
 def _clip(text: str, lines: int = USER_LINES) -> Text:
     parts = text.splitlines() or [""]
     shown = parts[:lines]
-    t = Text("\n".join(line[:300] for line in shown))
+    t = Text("\n".join(visible(line[:300]) for line in shown))
     if len(parts) > lines:
         t.append(f"\n… {len(parts) - lines} more lines", style="dim italic")
     return t
@@ -47,7 +48,7 @@ class AnswerView(Vertical):
         widgets: list[Static] = []
         searched = Text("kb searched for:", style="bold")
         for line in answer.searched_for[:8]:
-            searched.append("\n  " + line[:200], style="cyan")
+            searched.append("\n  " + visible(line[:200]), style="cyan")
         if len(answer.searched_for) > 8:
             searched.append(f"\n  … {len(answer.searched_for) - 8} more", style="dim")
         widgets.append(Static(searched, classes="searched"))
@@ -66,7 +67,7 @@ class AnswerView(Vertical):
         elif dense_pending:
             notes.insert(0, "signature + keyword results; dense results merge in when the model is ready")
         if notes:
-            widgets.append(Static(Text("\n".join(notes), style="dim italic"), classes="notes"))
+            widgets.append(Static(Text("\n".join(visible(n) for n in notes), style="dim italic"), classes="notes"))
         self.mount_all(widgets)
 
     def show_error(self, text: str) -> None:
@@ -119,10 +120,10 @@ class Transcript(VerticalScroll):
 
     def add_check(self, case_title: str, result: CheckResult) -> None:
         t = Text("check ")
-        t.append(result.name, style="bold")
-        t.append(f" of {result.case} ({case_title}): ")
+        t.append(visible(result.name), style="bold")
+        t.append(visible(f" of {result.case} ({case_title}): "))
         t.append(result.verdict, style=VERDICT_STYLE.get(result.verdict, "bold"))
-        t.append(f" — {result.reason}", style="dim")
+        t.append(visible(f" — {result.reason}"), style="dim")
         following = self.at_bottom
         widget = Static(t, classes=f"check -{result.verdict.replace(' ', '-')}")
         self.mount(widget)

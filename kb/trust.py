@@ -1,0 +1,193 @@
+"""Workspace trust for case folders, like an editor's (docs/checks.md, "Trust").
+
+Checks are code written by whoever wrote the case file. The built-in cases
+ship with kb and are trusted. Any other folder (team, personal, KB_CASES,
+--cases) is trusted only after the user said so for that folder *and its
+current content*: `kb trust DIR` (or the app's run dialog) records the
+folder's resolved path with the SHA-256 of its case files (names and bytes)
+in `data_dir()/trust.json`. When a file is added, removed or edited the hash
+differs and the folder is untrusted again until the user looks and trusts it
+anew. Until then its checks run only when the user confirms that one run
+after seeing the code (`kb run` on a terminal, the app's dialog); `kb run
+--yes` and `kb doctor` do not run them.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .casefile import Case
+from .caseset import case_files
+from .paths import builtin_cases_dir, data_dir
+
+TRUST_FILE = "trust.json"
+BUILTIN = "built-in"
+
+
+@dataclass(frozen=True)
+class TrustRecord:
+    folder: Path
+    hash: str
+    trusted_at: str
+    current: bool  # the folder's content still has this hash
+
+
+@dataclass(frozen=True)
+class TrustState:
+    trusted: bool
+    reason: str  # e.g. "built-in cases", "trusted folder", "folder not trusted", "folder changed since it was trusted"
+    folder: Path | None
+
+    @property
+    def command(self) -> str:
+        """The exact command that trusts this folder."""
+        return trust_command(self.folder) if self.folder is not None else ""
+
+
+def trust_path() -> Path:
+    return data_dir() / TRUST_FILE
+
+
+def trust_command(folder: Path) -> str:
+    return f"kb trust {shlex.quote(str(folder))}"
+
+
+def _resolved(folder: Path) -> Path:
+    return Path(folder).expanduser().resolve()
+
+
+def folder_hash(folder: Path) -> str:
+    """SHA-256 over the folder's case files: each relative path and the SHA-256 of its bytes, sorted."""
+    root = _resolved(folder)
+    outer = hashlib.sha256()
+    for path in case_files(root):
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b"<unreadable>"
+        outer.update(str(path.relative_to(root)).encode("utf-8", "surrogateescape") + b"\0")
+        outer.update(hashlib.sha256(data).hexdigest().encode() + b"\n")
+    return outer.hexdigest()
+
+
+def _load() -> dict[str, dict[str, str]]:
+    try:
+        data = json.loads(trust_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # no file yet, or a broken one: nothing is trusted (never the reverse)
+    folders = data.get("folders") if isinstance(data, dict) else None
+    if not isinstance(folders, dict):
+        return {}
+    return {k: v for k, v in folders.items() if isinstance(v, dict) and isinstance(v.get("hash"), str)}
+
+
+def _save(folders: dict[str, dict[str, str]]) -> None:
+    from .store import atomic_write_bytes  # noqa: PLC0415 - only writers need it
+
+    path = trust_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, json.dumps({"folders": folders}, indent=2, sort_keys=True).encode("utf-8"))
+
+
+def is_builtin(folder: Path | None) -> bool:
+    """The built-in cases folder, or a folder inside it."""
+    if folder is None:
+        return False
+    try:
+        root, builtin = _resolved(folder), _resolved(builtin_cases_dir())
+    except OSError:
+        return False
+    return root == builtin or builtin in root.parents
+
+
+def trust_folder(folder: Path) -> TrustRecord:
+    """Record that the user trusts `folder` with its current content; returns the record."""
+    root = _resolved(folder)
+    if not root.is_dir():
+        raise NotADirectoryError(f"{root} is not a folder")
+    digest = folder_hash(root)
+    when = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    folders = _load()
+    folders[str(root)] = {"hash": digest, "trusted_at": when}
+    _save(folders)
+    _cache.clear()
+    return TrustRecord(root, digest, when, True)
+
+
+def revoke_folder(folder: Path) -> bool:
+    """Forget the decision for `folder`; False when there was none."""
+    folders = _load()
+    key = str(_resolved(folder))
+    if key not in folders:
+        return False
+    del folders[key]
+    _save(folders)
+    _cache.clear()
+    return True
+
+
+def list_trusted() -> list[TrustRecord]:
+    out: list[TrustRecord] = []
+    for key, rec in sorted(_load().items()):
+        path = Path(key)
+        current = path.is_dir() and folder_hash(path) == rec["hash"]
+        out.append(TrustRecord(path, rec["hash"], str(rec.get("trusted_at", "")), current))
+    return out
+
+
+# Hashing a folder reads every case file; a process asks for each case, so the
+# answer is kept per folder for the life of the process, keyed by the files'
+# sizes and mtimes so that an edit (in the app, say) is noticed.
+_cache: dict[str, tuple[Any, str]] = {}
+
+
+def _stat_key(root: Path) -> Any:
+    out = []
+    for path in case_files(root):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        out.append((str(path), st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def _current_hash(root: Path) -> str:
+    key = _stat_key(root)
+    cached = _cache.get(str(root))
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    digest = folder_hash(root)
+    _cache[str(root)] = (key, digest)
+    return digest
+
+
+def folder_state(folder: Path | None, layer: str = "") -> TrustState:
+    """Is this case folder trusted now?"""
+    if layer == BUILTIN or is_builtin(folder):
+        return TrustState(True, "built-in cases", folder)
+    if folder is None:
+        return TrustState(False, "folder unknown", None)
+    root = _resolved(folder)
+    rec = _load().get(str(root))
+    if rec is None:
+        return TrustState(False, "folder not trusted", root)
+    if not root.is_dir() or _current_hash(root) != rec["hash"]:
+        return TrustState(False, "folder changed since it was trusted", root)
+    return TrustState(True, "trusted folder", root)
+
+
+def case_trust(case: Case) -> TrustState:
+    """Trust of the folder a case was loaded from (kb.caseset.load_cases records it)."""
+    folder = case.folder if case.folder is not None else case.path.parent
+    return folder_state(folder, case.layer)
+
+
+def clear_cache() -> None:
+    _cache.clear()
