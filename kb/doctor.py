@@ -54,9 +54,12 @@ def split_by_trust(picked: list[tuple[Case, Check]]) -> tuple[list[tuple[Case, C
     """(checks that may run, checks of untrusted folders)."""
     run: list[tuple[Case, Check]] = []
     skipped: list[NotRun] = []
-    states: dict[int, TrustState] = {}
+    states: dict[tuple[str, str], TrustState] = {}  # one hash per folder, however many cases it holds
     for case, check in picked:
-        state = states.setdefault(id(case), case_trust(case))
+        key = (case.layer, str(case.folder if case.folder is not None else case.path.parent))
+        if key not in states:
+            states[key] = case_trust(case)
+        state = states[key]
         if state.trusted:
             run.append((case, check))
         else:

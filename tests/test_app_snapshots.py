@@ -54,8 +54,9 @@ export NCCL_SOCKET_IFNAME=eth0
 Is the interface there?
 
 ```bash {name=nic-exists timeout=10 description="the NIC named by nic exists"}
-ip link show {{nic}} >/dev/null 2>&1 || { echo "no interface {{nic}}"; exit 1; }
-echo "{{nic}} exists"
+nic={{nic}}
+ip link show "$nic" >/dev/null 2>&1 || { echo "no interface $nic"; exit 1; }
+echo "$nic exists"
 ```
 """
 
@@ -111,7 +112,8 @@ def app(frozen: tuple[Engine, CaseSet], monkeypatch: pytest.MonkeyPatch) -> KbAp
     # The interpreter path differs between machines.
     monkeypatch.setattr(kb.runner, "interpreter_for", lambda check, python=None: (["bash"], "bash (bash, with your shell's environment)"))
     # The case folder is a fresh temporary path on each run.
-    monkeypatch.setattr("tui.screens.case.display_path", lambda path: f"<cases>/{path.name}")
+    monkeypatch.setattr("tui.widgets.card.short_path", lambda path: f"<cases>/{Path(str(path)).name}")
+    monkeypatch.setattr("kb.trust.trust_command", lambda folder: "kb trust <cases>")
     engine, caseset = frozen
     return KbApp(engine=engine, caseset=caseset, dense=False, cursor_blink=False)
 

@@ -72,7 +72,8 @@ class ConfirmRunScreen(ModalScreen[bool]):
             origin = Text("from ", style="dim")
             origin.append_text(origin_text(case_origin(self.case)))
             if not self.trust.trusted:
-                origin.append(visible(f"\nNOT TRUSTED ({self.trust.reason}): read the code; Run once runs it this time only. "
+                origin.append("\n")
+                origin.append(visible(f"NOT TRUSTED ({self.trust.reason}): read the code; Run once runs it this time only. "
                                       f"Trusting the folder lets kb doctor and kb run --yes run its checks ({self.trust.command})."),
                               style="bold red")
             yield Static(origin, id="dialog-origin")
