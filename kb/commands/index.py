@@ -6,6 +6,7 @@ import argparse
 import json
 import time
 
+from ..safe_text import visible
 from .common import add_index_options
 
 
@@ -33,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
         return 0
     for note in st.notes:
-        print(f"kb: {note}")
+        print(f"kb: {visible(note)}")
     print(f"index {idx.generation}: {st.cases} cases, {st.vectors} vectors, dense {'on' if st.dense else 'off'}"
           f"{'' if st.dense else ' (' + st.dense_reason + ')'}; re-embedded {len(st.rebuilt)} case(s) in {took:.1f}s")
     if st.problems:
