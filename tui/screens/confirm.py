@@ -76,8 +76,9 @@ class ConfirmRunScreen(ModalScreen[bool]):
                 origin.append(visible(f"NOT TRUSTED ({self.trust.reason}): read the code; Run once runs it this time only. "
                                       f"Trusting the folder lets kb doctor and kb run --yes run its checks ({self.trust.command})."),
                               style="bold red")
-            yield Static(origin, id="dialog-origin")
             with VerticalScroll(id="dialog-body"):
+                # First in the scrolling body, so Run/Cancel stay on screen at 80x24 (tests/test_app_pty.py).
+                yield Static(origin, id="dialog-origin")
                 if self.params:
                     yield Label("Parameters (substituted safely quoted):", classes="section")
                     for name in self.params:
