@@ -75,11 +75,11 @@ row("https://github.com/OpenRLHF/OpenRLHF/issues/520", "symptom", "en",
 row("https://github.com/modelscope/ms-swift/issues/3522", "paste", "en",
     "[rank3]:   File \"/home/hotaisle/docker_training/vllm/vllm/distributed/parallel_state.py\", line 922, in initialize_model_parallel\n[rank3]:     all_ranks = torch.arange(world_size).reshape(\n[rank3]: RuntimeError: shape '[1, 1, 1]' is invalid for input of size 4", [], True)
 row("https://github.com/OpenBMB/AgentCPM-GUI/issues/80", "paste", "zh",
-    "vllm 起 RFT后的模型报错， ValueError: Following weights were not initialized from checkpoint:", [], True)
+    "vllm 起 RFT后的模型报错， ValueError: Following weights were not initialized from checkpoint:", ["vllm-weights-not-initialized-from-checkpoint"], True)
 row("https://github.com/vllm-project/vllm/issues/21811", "symptom", "en",
     "GLM-4.1V-Thinking ValueError", [], False)
 row("https://github.com/modelscope/ms-swift/issues/8223", "paste", "en",
-    "[rank12]:   File \"/opt/anaconda3/envs/qwen3_vllm_infer/lib/python3.12/site-packages/vllm/sampling_params.py\", line 416, in _verify_args\n[rank12]:     raise ValueError(\n[rank12]: ValueError: max_tokens must be at least 1, got -239.", [], True)
+    "[rank12]:   File \"/opt/anaconda3/envs/qwen3_vllm_infer/lib/python3.12/site-packages/vllm/sampling_params.py\", line 416, in _verify_args\n[rank12]:     raise ValueError(\n[rank12]: ValueError: max_tokens must be at least 1, got -239.", ["vllm-max-tokens-negative-prompt-too-long"], True)
 # B07
 row("https://github.com/PeterGriffinJin/Search-R1/issues/44", "paste", "en",
     "ray.exceptions.RaySystemError: System error: Failed to create placement group 'd1c0110401ccaefbbf8fd4b69bfd01000000' because name 'global_poolverl_group_8:0' already exists.", ["ray-placement-group-name-exists-after-retry"], True)
@@ -150,7 +150,7 @@ row("https://github.com/THUDM/slime/issues/6", "symptom", "en",
     "Tracking sglang compatibility in slime", [], False)
 # B19
 row("https://github.com/OpenBMB/MiniCPM/issues/269", "symptom", "zh",
-    "执行sglang.launch_server 出现KeyError \"rope_type\"", [], True)
+    "执行sglang.launch_server 出现KeyError \"rope_type\"", ["rollout-engine-too-old-for-model"], True)
 row("https://github.com/THUDM/slime/issues/1514", "paste", "en",
     "(SGLangEngine pid=720234, ip=11.251.213.106)   File \"/sgl-workspace/sglang/python/sglang/srt/entrypoints/openai/serving_chat.py\", line 851, in _build_chat_response\n(SGLangEngine pid=720234, ip=11.251.213.106)     metadata={\"weight_version\": ret[0][\"meta_info\"][\"weight_version\"]},\n(SGLangEngine pid=720234, ip=11.251.213.106) KeyError: 'weight_version'\n(SGLangEngine pid=720234, ip=11.251.213.106) [2026-01-29 06:53:43] Error in request: 'weight_version'", [], True)
 row("https://github.com/sgl-project/sglang/issues/377", "symptom", "en",
@@ -180,7 +180,7 @@ row("https://github.com/jingyaogong/minimind/issues/740", "symptom", "en",
 row("https://github.com/allenlacie00jordanday/EasyR1/issues/16", "symptom", "en",
     "Is it possible to support the SGlang Rollout?", [], False)
 row("https://github.com/Alibaba-NLP/DeepResearch/issues/25", "symptom", "en",
-    "Can I install only 'sglang' instead of 'sglang[all]' in the requirements.txt file, since 'sglang[all]' seems to cause many environment conflicts?", [], True)
+    "Can I install only 'sglang' instead of 'sglang[all]' in the requirements.txt file, since 'sglang[all]' seems to cause many environment conflicts?", ["vllm-sglang-torch-pin-conflict"], True)
 # B22
 row("https://github.com/modelscope/ms-swift/issues/6636", "symptom", "en",
     "the first sleep call does not release memory when initialized", ["vllm-expandable-segments-sleep-mode"], True)
@@ -199,7 +199,7 @@ row("https://github.com/OpenRLHF/OpenRLHF/issues/242", "symptom", "en",
     "From the code, the tokenizer of reward model seems to be same as policy model？", [], False)
 # B24
 row("https://github.com/vllm-project/vllm/issues/15349", "symptom", "en",
-    "LLM.collective_rpc is broken in v1 by default\nbecause `self.llm_engine.model_executor` is in a different process.", ["vllm-v1-llm-collective-rpc-multiprocessing"], True)
+    "LLM.collective_rpc is broken in v1 by default\nbecause `self.llm_engine.model_executor` is in a different process.", [], True)
 row("https://github.com/vllm-project/vllm/issues/36856", "symptom", "en",
     "'LLMEngine' object has no attribute 'collective_rpc'", [], True)
 row("https://github.com/vllm-project/vllm/issues/16409", "symptom", "en",
@@ -207,22 +207,22 @@ row("https://github.com/vllm-project/vllm/issues/16409", "symptom", "en",
 row("https://github.com/OpenRLHF/OpenRLHF/issues/1193", "paste", "en",
     "(LLMRayActor pid=585804) (EngineCore_DP0 pid=586112) ERROR 03-05 00:25:45 [core.py:1094] Invocation of collective_rpc method failed\n(LLMRayActor pid=585804) (EngineCore_DP0 pid=586112) ERROR 03-05 00:25:45 [core.py:1094] Traceback (most recent call last):\n(LLMRayActor pid=585804) (EngineCore_DP0 pid=586112) ERROR 03-05 00:25:45 [core.py:1094]   File \"/home/jianh/.local/lib/python3.12/site-packages/vllm/v1/engine/core.py\", line 657, in collective_rpc", [], True)
 row("https://github.com/modelscope/ms-swift/issues/7363", "paste", "zh",
-    "swift rollout启动vllm服务，swift rlhf启动GKD后vllm服务遇到了Address already in use错误\n(EngineCore_0 pid=7121) ERROR 01-12 17:24:20 [core.py:769] Invocation of collective_rpc method failed", [], True)
+    "swift rollout启动vllm服务，swift rlhf启动GKD后vllm服务遇到了Address already in use错误\n(EngineCore_0 pid=7121) ERROR 01-12 17:24:20 [core.py:769] Invocation of collective_rpc method failed", ["address-already-in-use"], True)
 row("https://github.com/modelscope/ms-swift/issues/6935", "paste", "zh",
-    "[ERROR:swift] Method execution failed: collective_rpc\n  File \"/opt/conda/lib/python3.10/site-packages/vllm/engine/async_llm_engine.py\", line 535, in collective_rpc_async\n    raise NotImplementedError\nNotImplementedError", [], True)
+    "[ERROR:swift] Method execution failed: collective_rpc\n  File \"/opt/conda/lib/python3.10/site-packages/vllm/engine/async_llm_engine.py\", line 535, in collective_rpc_async\n    raise NotImplementedError\nNotImplementedError", ["vllm-v0-async-collective-rpc-not-implemented"], True)
 # B25
 row("https://github.com/eric19990110/EasyR1/issues/2", "symptom", "en",
     "Which version of verl is used in the EasyR1 project?", [], False)
 # B26
 row("https://github.com/YWenxi/think-with-images-through-self-calling/issues/3", "paste", "en",
-    "When running VLM Subagent GRPO training with SGLang as the rollout backend and actor_rollout_ref.rollout.agent.num_workers=0, the training hangs and eventually fails with:\n`TimeoutError: Failed to get register_center_actor ... for 300 seconds`\n`Waiting for register center actor GS5TrW_register_center to be ready.\nElapsed time: 0 ... 300 seconds`", [], True)
+    "When running VLM Subagent GRPO training with SGLang as the rollout backend and actor_rollout_ref.rollout.agent.num_workers=0, the training hangs and eventually fails with:\n`TimeoutError: Failed to get register_center_actor ... for 300 seconds`\n`Waiting for register center actor GS5TrW_register_center to be ready.\nElapsed time: 0 ... 300 seconds`", ["ray-register-center-actor-timeout"], True)
 row("https://github.com/strands-agents/harness-sdk/issues/1412", "symptom", "en",
     "strands-sglang: SGLang model provider with Token-In/Token-Out (TITO) support for agentic RL training", [], False)
 # B27
 row("https://github.com/OpenRLHF/OpenRLHF/issues/660", "symptom", "en",
     "_broadcast_to_vllm DOES NOT seem to update the vllm weights", [], False)
 row("https://github.com/vllm-project/vllm/issues/24869", "symptom", "en",
-    "Assertion Error while serving vllm due to this error : assert param_data.shape == loaded_weight.shape", [], True)
+    "Assertion Error while serving vllm due to this error : assert param_data.shape == loaded_weight.shape", ["rollout-engine-too-old-for-model"], True)
 row("https://github.com/vllm-project/vllm-ascend/issues/934", "symptom", "en",
     "vllm0.8.5rc1 run baichuan with TP，assert error", [], False)
 row("https://github.com/OpenRLHF/OpenRLHF-M/issues/6", "symptom", "zh",
