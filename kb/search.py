@@ -24,6 +24,7 @@ from .provenance import Origin, OriginMap
 from .index import LoadedIndex, open_index
 from .signals import Signals, extract
 from .signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
+from .tokenize import display_terms, drop_negated
 
 SCORERS = ("signature", "lexical", "dense")
 DENSE_NEIGHBOURS = 160  # nearest vectors read per query (a case has ~11)
@@ -116,6 +117,7 @@ class RawScores:
     best_row: np.ndarray | None = None
     timed_out: list[str] = field(default_factory=list)  # regex signatures skipped for running too long
     not_tried: list[str] = field(default_factory=list)  # regex signatures left once the search's regex budget was spent
+    text: str = ""  # what the lexical scorer read, to show shared terms as the user wrote them
 
 
 def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -221,7 +223,7 @@ class Engine:
     def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> "RawScores":
         """Run the scorers; raw numbers, not yet normalised or fused."""
         signals = extract(text)
-        focus = signals.focus_text
+        focus = drop_negated(signals.focus_text)
         n = len(self.docs)
         raw = RawScores(signals=signals, n=n)
         if "signature" in use:
@@ -233,8 +235,9 @@ class Engine:
             for cid, h in raw.hits.items():
                 sig[self._position[cid]] = signature_score(h)
             raw.signature = sig
-        rest = "\n".join(t for t in (signals.rest_text, context) if t)
+        rest = drop_negated("\n".join(t for t in (signals.rest_text, context) if t))
         if "lexical" in use:
+            raw.text = f"{focus}\n{rest}"
             raw.bm25, raw.terms = self.lexical.scores(focus)
             if rest:
                 raw.bm25_context, extra_terms = self.lexical.scores(rest, exclude=set(raw.terms))
@@ -259,7 +262,7 @@ class Engine:
         for i in order:
             if fused[i] <= 0:
                 continue
-            results.append(self._result(int(i), float(fused[i]), parts, hits, terms, best_row))
+            results.append(self._result(int(i), float(fused[i]), parts, hits, terms, best_row, raw.text))
         top = results[0].score if results else 0.0
         abstained = abstain and top < w.abstain_below
         searched = [l.text.strip() for l in signals.error_lines][:12] or [signals.focus_text.strip()[:300]]
@@ -279,7 +282,9 @@ class Engine:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
         return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes)
 
-    def _result(self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray) -> Result:
+    def _result(
+        self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray, text: str = ""
+    ) -> Result:
         doc = self.docs[i]
         why: list[str] = []
         matched: list[str] = []
@@ -287,7 +292,7 @@ class Engine:
             why.append(f"signature {h.signature!r} matched: {h.line[:200]}")
             matched.append(h.line)
         if "lexical" in parts and parts["lexical"][i] > 0:
-            shared = self.lexical.shared_terms(i, terms)
+            shared = display_terms(self.lexical.shared_terms(i, terms, limit=len(terms)), text)
             if shared:
                 why.append("shared terms: " + ", ".join(shared))
         if "_cos" in parts and best_row is not None and best_row[i] >= 0:

@@ -83,6 +83,76 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+# "no error", "没有报错": the user says what did NOT happen. Matching 报错 / error
+# there pulls cases about errors, so these phrases are left out of the query.
+NEGATED_RE = re.compile(
+    r"\b(?:no|not any|without|never (?:an?|any))\s+(?:errors?|error messages?|exceptions?|tracebacks?|warnings?)\b"
+    r"|(?:没有|没|无|不|并未|未)(?:任何)?(?:报错|错误|异常|报警|警告)",
+    re.IGNORECASE,
+)
+
+
+def drop_negated(text: str) -> str:
+    """`text` without phrases that deny an error ("no error", "没有报错")."""
+    return NEGATED_RE.sub(" ", text)
+
+
+def surface_map(text: str) -> dict[str, str]:
+    """Each token of `text` -> the word it came from, so explanations show
+    `distributed`, not the stem `distribut`."""
+    out: dict[str, str] = {}
+    for m in _TOKEN_RE.finditer(text):
+        tok = m.group(0)
+        if _CJK_RE.match(tok):
+            continue
+        low = tok.lower().strip(".-")
+        out.setdefault(low, low)
+        for piece in re.split(r"[._\-]+", tok):
+            for word in [piece, *piece.split("_"), *_CAMEL_RE.findall(piece)]:
+                if word:
+                    out.setdefault(_stem(word.lower()), word.lower())
+                    out.setdefault(word.lower(), word.lower())
+    return out
+
+
+def display_terms(terms: list[str], text: str, limit: int = 8) -> list[str]:
+    """Shared terms as a person reads them: whole words instead of stems, and
+    Chinese as the longest runs of `text` whose bigrams are all shared (训练卡住,
+    not 训, 练, 卡, 住)."""
+    surface = surface_map(text)
+    wanted = set(terms)
+    out: list[str] = []
+    seen: set[str] = set()
+    cjk_runs: list[str] = []
+    for m in re.finditer(rf"[{_CJK}]+", text):
+        run = m.group(0)
+        start = None
+        for i in range(len(run) - 1):
+            if run[i : i + 2] in wanted:
+                start = i if start is None else start
+            elif start is not None:
+                cjk_runs.append(run[start : i + 1])
+                start = None
+        if start is not None:
+            cjk_runs.append(run[start:])
+    covered = {ch for r in cjk_runs for ch in r} | {bg for r in cjk_runs for bg in (r[i : i + 2] for i in range(len(r) - 1))}
+    for t in terms:
+        if _CJK_RE.match(t):
+            if t in covered or len(t) == 1:  # a lone character says little to a reader
+                continue
+            shown = t
+        else:
+            shown = surface.get(t, t)
+        if shown not in seen:
+            seen.add(shown)
+            out.append(shown)
+    for r in cjk_runs:
+        if r not in seen:
+            seen.add(r)
+            out.append(r)
+    return out[:limit]
+
+
 def query_terms(text: str) -> list[str]:
     """Distinct tokens of a query, in first-seen order (for explanations)."""
     seen: dict[str, None] = {}

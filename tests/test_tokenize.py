@@ -44,3 +44,23 @@ def test_inflections_fold_together() -> None:
 
 def test_stopwords_removed() -> None:
     assert tokenize("the and of to") == []
+
+
+def test_explanations_show_words_not_stems_and_chinese_runs() -> None:
+    from kb.tokenize import display_terms, tokenize
+
+    q = "训练卡住了 torch.distributed hangs in utils"
+    shown = display_terms(tokenize(q), q)
+    assert "distributed" in shown and "utils" in shown and "hangs" in shown
+    assert "distribut" not in shown and "util" not in shown
+    assert "训练卡住" in shown  # the run, not 训, 练, 卡, 住
+    assert not any(len(t) == 1 and "\u4e00" <= t <= "\u9fff" for t in shown)
+
+
+def test_negated_errors_are_left_out_of_the_query() -> None:
+    from kb.tokenize import drop_negated, tokenize
+
+    assert "报错" not in tokenize(drop_negated("训练卡住了，没有报错"))
+    assert "error" not in tokenize(drop_negated("it hangs with no error at all"))
+    # an error line keeps its words
+    assert "error" in tokenize(drop_negated("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp"))
