@@ -28,6 +28,7 @@ class CaseDoc(TypedDict):
     dense_texts: list[str]
     dense_kinds: list[str]
     content_hash: str
+    kind: str  # "curated" or "light"
 
 
 def readable_regex(pattern: str) -> str:
@@ -68,4 +69,5 @@ def build_doc(case: Case) -> CaseDoc:
         dense_texts=dense_texts,
         dense_kinds=kinds,
         content_hash=case.content_hash,
+        kind=case.kind,
     )

@@ -20,12 +20,13 @@ def render(cases: list[Case], root: Path) -> str:
     by_cat: dict[str, list[Case]] = defaultdict(list)
     for case in cases:
         by_cat[case.category].append(case)
-    out = [HEADER, f"{len(cases)} cases in {len(by_cat)} categories.\n"]
+    light = sum(1 for c in cases if c.kind == "light")
+    out = [HEADER, f"{len(cases)} entries in {len(by_cat)} categories: {len(cases) - light} curated cases with checks, {light} light entries (one root cause each, checks optional).\n"]
     for cat in sorted(by_cat):
         items = sorted(by_cat[cat], key=lambda c: c.id)
-        out.append(f"\n## {cat} ({len(items)})\n\n| id | title | checks |\n|---|---|---|\n")
+        out.append(f"\n## {cat} ({len(items)})\n\n| id | title | kind | checks |\n|---|---|---|---|\n")
         for c in items:
             rel = c.path.relative_to(root).as_posix() if c.path.is_relative_to(root) else c.path.name
             title = c.title.replace("|", "\\|")
-            out.append(f"| [`{c.id}`]({rel}) | {title} | {len(c.checks)} |\n")
+            out.append(f"| [`{c.id}`]({rel}) | {title} | {c.kind} | {len(c.checks)} |\n")
     return "".join(out)

@@ -63,6 +63,7 @@ class Result:
     layer: str = ""
     overrides: str | None = None
     overrides_layer: str = ""
+    kind: str = "curated"  # "light": one root cause from a few reports, checks optional
 
     def origin(self) -> Origin:
         return Origin(self.layer, Path(self.path), None, Path(self.overrides) if self.overrides else None, self.overrides_layer)
@@ -73,6 +74,7 @@ class Result:
             "title": self.title,
             "category": self.category,
             **self.origin().to_json(),
+            "kind": self.kind,
             "score": round(self.score, 4),
             "confidence": self.confidence,
             "why": self.why,
@@ -305,4 +307,5 @@ class Engine:
         confidence = "high" if score >= 0.7 else "medium" if score >= 0.45 else "low"
         origin = self.origins.origin(doc["path"], doc["id"])
         return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, confidence, scores, why, matched,
-                      origin.layer, None if origin.replaces is None else str(origin.replaces), origin.replaces_layer)
+                      origin.layer, None if origin.replaces is None else str(origin.replaces), origin.replaces_layer,
+                      doc.get("kind", "curated"))

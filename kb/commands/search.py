@@ -56,7 +56,8 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
     if answer.abstained:
         out.write("No known case matches. Try adding the surrounding log lines, or start a case with `kb new --from-log`.\n")
     for rank, r in enumerate(answer.results, 1):
-        out.write(visible(f"{rank}. {r.id}  [{r.category}]  {r.confidence} ({r.score:.2f})") + "\n")
+        kind = "  light entry" if r.kind == "light" else ""
+        out.write(visible(f"{rank}. {r.id}  [{r.category}]{kind}  {r.confidence} ({r.score:.2f})") + "\n")
         out.write(f"   {visible(r.title)}\n")
         out.write(f"   from {r.origin().describe()}\n")
         for why in r.why if explain else r.why[:2]:

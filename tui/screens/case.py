@@ -70,7 +70,7 @@ class CaseScreen(Screen[None]):
         head = Text()
         head.append(visible(c.title), style="bold")
         head.append("\n")
-        head.append(visible(f"{c.id} · {c.category} · {c.status}"), style="dim")
+        head.append(visible(f"{c.id} · {c.category} · {c.status}" + (" · light entry (one root cause from a few reports)" if c.kind == "light" else "")), style="dim")
         head.append("\n")
         head.append_text(origin_text(case_origin(c)))
         state = case_trust(c)

@@ -47,6 +47,9 @@ def render_card(rank: int, result: Result) -> Text:
     t.append(" · ")
     t.append(visible(result.category), style="italic")
     t.append(" · ")
+    if result.kind == "light":
+        t.append("light entry", style="italic magenta")
+        t.append(" · ")
     style = {"high": "bold green", "medium": "bold yellow"}.get(result.confidence, "bold red")
     t.append(f"{result.confidence} confidence", style=style)
     t.append(f" ({result.score:.2f})", style="dim")
