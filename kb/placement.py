@@ -11,7 +11,9 @@ expression. Elsewhere the quoted value is read again as code:
   a `${…}` expansion (bash evaluates subscripts as arithmetic, which runs
   `$(…)`), inside `[[ … ]]` (its -eq/-lt operands are arithmetic), inside
   backticks, and as the code argument of `eval`, `source` or `sh/bash/python -c`;
-- python: inside a string literal (including f-strings and bytes) or a comment.
+- python: inside a string literal (including f-strings and bytes) or a comment,
+  or as an argument of eval/exec/compile/os.system/os.popen or of a call with
+  shell=True.
 
 `unsafe_placements(lang, code)` returns (line offset in the code, placeholder,
 why) for each such place; `kb check` reports them as errors.
@@ -25,7 +27,12 @@ import tokenize
 
 PLACEHOLDER_RE = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _NAME_START = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\[$")
-_CODE_ARG_RE = re.compile(r"(?:^|[;&|({]\s*|\bthen\s+|\bdo\s+|\belse\s+)(?:eval|source|\.|(?:ba|z|da)?sh\s+-c|python[0-9.]*\s+-c)\s")
+_CODE_ARG_RE = re.compile(
+    r"(?:^|[;&|({]\s*|\bthen\s+|\bdo\s+|\belse\s+|\bsudo\s+|\benv\s+|\btimeout\s+\S+\s+)"
+    r"(?:eval|source|\.|trap|ssh|(?:ba|z|da|k)?sh\s+-\w*c|python[0-9.]*\s+-\w*c|(?:perl|ruby|node)\s+-\w*e)\s"
+)
+# Python calls that run a string as code (or through a shell).
+_PY_CODE_CALL_RE = re.compile(r"\b(?:eval|exec|compile|os\.system|os\.popen|__import__)\s*\([^)]*$|shell\s*=\s*True")
 _INT_DECL_RE = re.compile(r"(?:^|[;&|]\s*)(?:declare|local|typeset|readonly|export)\s+-\w*i")
 _HEREDOC_RE = re.compile(r"<<(-?)\s*(?:'([^']*)'|\"([^\"]*)\"|\\?([A-Za-z0-9_.-]+))")
 
@@ -51,6 +58,11 @@ def _python(code: str) -> list[Placement]:
 
     text = PLACEHOLDER_RE.sub(mark, code)
     found: list[Placement] = []
+    for ln, line in enumerate(code.split("\n")):
+        for ph in PLACEHOLDER_RE.finditer(line):
+            before = line[: ph.start()]
+            if _PY_CODE_CALL_RE.search(before) or re.search(r"shell\s*=\s*True", line):
+                found.append((ln, ph.group(1), "an argument of eval/exec/os.system or a shell=True call is run as code"))
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type in (tokenize.STRING, tokenize.COMMENT) or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
@@ -95,7 +107,7 @@ def _bash(code: str) -> list[Placement]:
         m = _CODE_ARG_RE.search(text)
         if m:
             for ph in PLACEHOLDER_RE.finditer(text, m.end() - 1):
-                found.append((ln, ph.group(1), "an argument of eval/source/sh -c/python -c is run as code"))
+                found.append((ln, ph.group(1), "an argument of eval/source/trap/ssh/sh -c/python -c/perl -e is run as code"))
         m = _INT_DECL_RE.search(text)
         if m:
             for ph in PLACEHOLDER_RE.finditer(text, m.end()):

@@ -27,6 +27,7 @@ from .caseset import case_files
 from .paths import builtin_cases_dir, data_dir
 
 TRUST_FILE = "trust.json"
+LOCK_TIMEOUT = 10.0  # seconds; a `kb trust` holds it for one small write
 BUILTIN = "built-in"
 
 
@@ -106,6 +107,15 @@ def is_builtin(folder: Path | None) -> bool:
     return root == builtin or builtin in root.parents
 
 
+def _locked() -> Any:
+    """A lock around read-modify-write of trust.json, so two `kb trust` at once lose no decision."""
+    from filelock import FileLock  # noqa: PLC0415 - only writers need it
+
+    path = trust_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
+
+
 def trust_folder(folder: Path) -> TrustRecord:
     """Record that the user trusts `folder` with its current content; returns the record."""
     root = _resolved(folder)
@@ -113,21 +123,23 @@ def trust_folder(folder: Path) -> TrustRecord:
         raise NotADirectoryError(f"{root} is not a folder")
     digest = folder_hash(root)
     when = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
-    folders = _load()
-    folders[str(root)] = {"hash": digest, "trusted_at": when}
-    _save(folders)
+    with _locked():
+        folders = _load()
+        folders[str(root)] = {"hash": digest, "trusted_at": when}
+        _save(folders)
     _cache.clear()
     return TrustRecord(root, digest, when, True)
 
 
 def revoke_folder(folder: Path) -> bool:
     """Forget the decision for `folder`; False when there was none."""
-    folders = _load()
     key = str(_resolved(folder))
-    if key not in folders:
-        return False
-    del folders[key]
-    _save(folders)
+    with _locked():
+        folders = _load()
+        if key not in folders:
+            return False
+        del folders[key]
+        _save(folders)
     _cache.clear()
     return True
 

@@ -126,8 +126,12 @@ BASH_REFUSED = [
     "eval echo {{v}}",
     "bash -c {{v}}",
     "declare -i n={{v}}",
+    "trap {{v}} EXIT",
+    "ssh somehost {{v}}",
+    "timeout 5 bash -lc {{v}}",
 ]
-PY_REFUSED = ["print('{{v}}')", 'print(f"{ {{v}} }")', "x = 1  # {{v}}", 'x = """\n{{v}}\n"""', "x = b'{{v}}'"]
+PY_REFUSED = ["print('{{v}}')", 'print(f"{ {{v}} }")', "x = 1  # {{v}}", 'x = """\n{{v}}\n"""', "x = b'{{v}}'",
+              "eval({{v}})", "import os\nos.system({{v}})", "import subprocess\nsubprocess.run({{v}}, shell=True)"]
 
 
 @pytest.mark.parametrize("code", BASH_REFUSED)

@@ -51,7 +51,10 @@ def run(args: argparse.Namespace) -> int:
                 print(visible(f"{r.folder}  {state}  (since {r.trusted_at})"))
         return EXIT_OK
     if args.revoke is not None:
-        removed = revoke_folder(args.revoke)
+        try:
+            removed = revoke_folder(args.revoke)
+        except OSError as exc:  # a held lock (filelock.Timeout is an OSError) or an unwritable data folder
+            raise UsageError(f"cannot update {trust_path()}: {exc}") from exc
         if args.json:
             print(dumps({"folder": str(args.revoke.expanduser().resolve()), "revoked": removed}))
         else:
@@ -64,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
         print("The built-in cases are always trusted; nothing to record.")
         return EXIT_OK
     n_files, checks = _summary(folder.expanduser().resolve())
-    record = trust_folder(folder)
+    try:
+        record = trust_folder(folder)
+    except OSError as exc:
+        raise UsageError(f"cannot update {trust_path()}: {exc}") from exc
     if args.json:
         print(dumps({"folder": str(record.folder), "hash": record.hash, "trusted_at": record.trusted_at,
                      "case_files": n_files, "checks": checks}, indent=2))
