@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from .casefile import PLACEHOLDER_RE, Case, Check
-from .needs import target_python, unmet_needs
+from .needs import target_python, unmet_needs, which
 from .params import DEFAULT_TYPE, BadParam, quote_value, value_error
 
 CONFIRMED = "confirmed"
@@ -146,7 +146,7 @@ def interpreter_for(check: Check, python: str | None = None) -> tuple[list[str],
     if check.lang == "python":
         tp = target_python(python)
         return [tp.path], f"{tp.path} ({tp.source})"
-    bash = shutil.which("bash") or "bash"
+    bash = which("bash") or "bash"  # absolute PATH entries only: never a ./bash
     return [bash], f"{bash} (bash, with your shell's environment)"
 
 
