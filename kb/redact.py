@@ -79,10 +79,26 @@ class Rule:
     pattern: re.Pattern[str]
     # the replaced part is the named group "v" when the pattern has one, else the whole match
     accept: Callable[[str], bool] | None = None  # a further test of the replaced part
+    learn: Callable[[str], bool] | None = None  # which values to hunt down elsewhere too (None: all)
 
 
-def _r(kind: str, pattern: str, flags: int = 0, accept: Callable[[str], bool] | None = None) -> Rule:
-    return Rule(kind, re.compile(pattern, flags), accept)
+def _r(
+    kind: str, pattern: str, flags: int = 0, accept: Callable[[str], bool] | None = None, learn: Callable[[str], bool] | None = None
+) -> Rule:
+    return Rule(kind, re.compile(pattern, flags), accept, learn)
+
+
+def _host_like(name: str) -> bool:
+    """A single-label name worth hunting down everywhere: has a digit or a dash (`gpubox7`, `dgx-a`).
+
+    A plain word (`trainbox`) is replaced where it stands as a host, but not
+    elsewhere: `pass@all` must not turn every "all" into `<host>`.
+    """
+    return any(c.isdigit() or c == "-" for c in name)
+
+
+def _never(_: str) -> bool:
+    return False
 
 
 # ------------------------------------------------------------------ the entropy fallback
@@ -195,9 +211,12 @@ RULES: list[Rule] = [
     _r("host", r"\bip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.[A-Za-z0-9-]+)*\b"),
     _r("host", r"(?<![\w.-])(?:" + _LABEL + r"\.)+(?:" + TLDS + r")(?![\w-]|\.[A-Za-z0-9])", re.I),
     # short (single-label) host names: in URLs, and after `user@` (ssh, scp, rsync)
-    _r("host", r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://(?:[^\s/@<>]*@)?(?P<v>[A-Za-z][A-Za-z0-9-]{0,62})(?=[:/?#'\")\]\s]|$)", accept=lambda v: v.lower() not in GENERIC_HOSTS),
-    _r("user", r"(?<![\w.+%@:/-])(?P<v>[A-Za-z_][\w.-]{0,31})(?=@[A-Za-z][A-Za-z0-9-]{0,62}(?![\w.@-]))"),
-    _r("host", r"(?<![\w.+%@:/-])[A-Za-z_][\w.-]{0,31}@(?P<v>[A-Za-z][A-Za-z0-9-]{0,62})(?![\w.@-])", accept=lambda v: v.lower() not in GENERIC_HOSTS),
+    _r("host", r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://(?:[^\s/@<>]*@)?(?P<v>[A-Za-z][A-Za-z0-9-]{0,62})(?=[:/?#'\")\]\s]|$)",
+       accept=lambda v: v.lower() not in GENERIC_HOSTS, learn=_host_like),
+    # `user@host` (ssh, scp, rsync); the host has 3+ characters, so metric names like `recall@k` stay
+    _r("user", r"(?<![\w.+%@:/-])(?P<v>[A-Za-z_][\w.-]{0,31})(?=@[A-Za-z][A-Za-z0-9-]{2,62}(?![\w.@-]))", learn=_never),
+    _r("host", r"(?<![\w.+%@:/-])[A-Za-z_][\w.-]{0,31}@(?P<v>[A-Za-z][A-Za-z0-9-]{2,62})(?![\w.@-])",
+       accept=lambda v: v.lower() not in GENERIC_HOSTS, learn=_host_like),
     # last: long random-looking tokens that no rule above recognised
     _r("random-token", r"(?<![A-Za-z0-9+/=_.-])[A-Za-z0-9+/=_.-]{20,512}(?![A-Za-z0-9+/=_.-])", accept=looks_random),
 ]
@@ -211,6 +230,7 @@ class Span:
     start: int
     end: int
     kind: str
+    learn: bool = True  # remember the value and replace it wherever else it occurs
 
     @property
     def placeholder(self) -> str:
@@ -250,6 +270,8 @@ class Redactor:
     def _learn_from(self, text: str, spans: list[Span]) -> None:
         for span in spans:
             value = text[span.start:span.end]
+            if not span.learn:
+                continue
             if span.kind == "host" and len(value) >= 3:
                 self.hosts.add(value)
                 first = value.split(".")[0]
@@ -272,7 +294,7 @@ class Redactor:
                     continue
                 if rule.accept is not None and not rule.accept(text[start:end]):
                     continue
-                spans.append(Span(start, end, rule.kind))
+                spans.append(Span(start, end, rule.kind, rule.learn is None or rule.learn(text[start:end])))
         return spans
 
     def spans(self, text: str) -> list[Span]:

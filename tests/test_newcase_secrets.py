@@ -113,6 +113,7 @@ def test_pem_block_over_several_lines_is_removed() -> None:
         "ImportError: cannot import name 'AutoModelForCausalLM' from deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
         "connect to redis://localhost:6379 failed",
         "pip install flash-attn==2.7.4.post1 --no-build-isolation",
+        "val-core/gsm8k/reward/best@4/mean: 0.71 recall@k=0.3 for all prompts",
     ],
 )
 def test_ordinary_error_text_is_kept(line: str) -> None:
@@ -133,3 +134,10 @@ def test_entropy_fallback_catches_random_tokens_and_spares_identifiers() -> None
         "/tmp/kb_nccl_p2p_p2p.log", "model-00001-of-00004.safetensors",
     ]
     assert [i for i in identifiers if looks_random(i)] == []
+
+
+def test_a_plain_word_host_is_not_hunted_down_everywhere() -> None:
+    """`pass@all` or an `http://trainbox/` host hides that spot only; a host with a digit goes everywhere."""
+    out = redact("ssh alice@gpubox7 failed\npass@all 0.5 on all ranks\nRuntimeError: gpubox7 unreachable")
+    assert "gpubox7" not in out and "RuntimeError: <host> unreachable" in out
+    assert "on all ranks" in out
