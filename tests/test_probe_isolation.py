@@ -96,3 +96,21 @@ def test_kb_env_runs_nothing_from_the_current_folder(hostile_cwd: Path, bare_pyt
     report = json.loads(proc.stdout)
     assert report["target_python"]["path"] == bare_python
     assert _markers(hostile_cwd) == []
+
+
+def test_kb_doctor_gpu_and_module_needs_run_nothing_from_the_current_folder(hostile_cwd: Path, bare_python: str, write_case, capsys) -> None:  # noqa: ANN001
+    folder = write_case(
+        "gpu-probe",
+        [("bash {name=gpu doctor=yes needs=gpu}", "exit 1"), ("bash {name=mod doctor=yes needs=py:kb_planted_mod}", "exit 1")],
+    )
+    from kb.cli import main
+
+    assert main(["trust", str(folder)]) == 0  # doctor runs only checks of trusted folders
+    capsys.readouterr()
+    assert main(["doctor", "--json", "--only", "--cases", str(folder), "--python", bare_python]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert _markers(hostile_cwd) == []
+    reasons = {r["check"]: (r["verdict"], r["reason"]) for r in report["results"] if r["case"] == "gpu-probe"}
+    # both needs were asked (so the probes ran), and neither was met by the planted files
+    assert reasons["gpu"][0] == "skipped" and "no GPU found" in reasons["gpu"][1], reasons
+    assert reasons["mod"][0] == "skipped" and "module kb_planted_mod not found" in reasons["mod"][1], reasons
