@@ -16,7 +16,7 @@ import platform
 import re
 from typing import Any
 
-from .needs import PROBE_TIMEOUT, run_cmd, target_python
+from .needs import python_probe, run_cmd, target_python
 
 NOT_COLLECTED = "could not collect"
 PACKAGES = ("torch", "vllm", "sglang", "ray", "transformers", "flash-attn", "tensordict", "verl",
@@ -99,7 +99,7 @@ def topology() -> str:
 
 
 def target_versions(python: str) -> dict[str, Any]:
-    res = run_cmd([python, "-c", _VERSIONS_SCRIPT, *PACKAGES], PROBE_TIMEOUT)
+    res = python_probe(python, _VERSIONS_SCRIPT, *PACKAGES)
     if res.ok:
         try:
             data = json.loads(res.output.strip().splitlines()[-1])

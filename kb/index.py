@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +26,7 @@ import numpy as np
 from . import store
 from .caseset import case_files, case_folders, load_cases
 from .documents import CaseDoc, build_doc
+from .errors import UsageError
 from .model import MIN_EXPORT_COSINE, ModelError, ModelSpec, resolve_model, verify_weights
 from .paths import default_index_dir, fallback_index_dir, is_writable_dir
 
@@ -124,14 +127,44 @@ def _model_identity(spec: ModelSpec | None) -> dict[str, Any]:
 # ---------------------------------------------------------------- root choice
 
 
+def _private_temp_dir() -> Path | None:
+    """A folder in the system temp dir that only this user can write, or None."""
+    base = Path(tempfile.gettempdir()) / f"kb-index-{os.getuid()}"
+    try:
+        base.mkdir(mode=0o700, exist_ok=True)
+        st = base.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            # someone else's, or open to others: never build where another user can plant files
+            base = Path(tempfile.mkdtemp(prefix="kb-index-"))
+    except OSError:
+        return None
+    return base if is_writable_dir(base) else None
+
+
 def choose_root(index_dir: Path | None) -> tuple[Path, list[str]]:
+    """The index folder to use, and a note when it is not the one asked for.
+
+    The requested folder (`--index-dir`, KB_INDEX_DIR, `index/` of a checkout)
+    if it can be written; else the user cache; else a private folder in the
+    system temp dir. Raises IndexUnwritable when none can be written.
+    """
     root = Path(index_dir) if index_dir else default_index_dir()
     if is_writable_dir(root):
         return root, []
     fallback = fallback_index_dir()
     if fallback != root and is_writable_dir(fallback):
         return fallback, [f"index folder {root} is not writable; using {fallback}"]
-    return root, [f"index folder {root} is not writable"]
+    private = _private_temp_dir()
+    if private is not None:
+        return private, [
+            f"index folder {root} and cache folder {fallback} are not writable; using {private} "
+            "(set KB_INDEX_DIR to a writable folder to keep the index)"
+        ]
+    raise IndexUnwritable(f"no writable folder for the index: {root}, {fallback} and the temp folder are all read-only")
+
+
+class IndexUnwritable(UsageError):
+    """Neither the index folder, the cache nor the temp folder can be written."""
 
 
 # ---------------------------------------------------------------- open / update
@@ -153,7 +186,6 @@ def open_index(
     summary, ...) when embedding: for very large synthetic sets (see
     benchmarks/scale.py), where embedding ~10 texts per case would take hours.
     """
-    root, notes = choose_root(index_dir)
     folders = case_folders(extra_dirs, include_builtin)
     try:
         spec: ModelSpec | None = resolve_model(model_dir) if dense else None
@@ -162,16 +194,46 @@ def open_index(
         spec, spec_error = None, str(exc)
     stats = _file_stats(folders)
     identity = _model_identity(spec)
+    requested = Path(index_dir) if index_dir else default_index_dir()
+    if not rebuild and not is_writable_dir(requested):
+        # a shared, read-only index (an admin's, on a read-only mount) is used as it is while it is current
+        loaded = _try_load(requested, folders, stats, identity, [f"index folder {requested} is read-only; using its index as it is"])
+        if loaded is not None:
+            return loaded
+    root, notes = choose_root(index_dir)
     if not rebuild:
         loaded = _try_load(root, folders, stats, identity, notes)
         if loaded is not None:
             return loaded
-    with store.lock(root):
-        if not rebuild:  # another process may have finished the update while we waited
-            loaded = _try_load(root, folders, stats, identity, notes)
-            if loaded is not None:
-                return loaded
-        return _update(root, folders, extra_dirs, include_builtin, spec, spec_error, identity, rebuild, progress, notes, dense_texts)
+    try:
+        with store.locked(root):
+            if not rebuild:  # another process may have finished the update while we waited
+                loaded = _try_load(root, folders, stats, identity, notes)
+                if loaded is not None:
+                    return loaded
+            moved = store.set_aside_bad_current(root)
+            if moved:
+                notes.append(moved)
+            return _update(root, folders, extra_dirs, include_builtin, spec, spec_error, identity, rebuild, progress, notes, dense_texts)
+    except store.IndexBusy as busy:
+        previous = _load_previous(root, notes)
+        if previous is None:
+            raise
+        previous.status.notes.append(
+            f"{busy}; this answer uses the previous index {previous.generation.name}, which may miss recent case changes"
+        )
+        return previous
+
+
+def _load_previous(root: Path, notes: list[str]) -> LoadedIndex | None:
+    """The live generation as it is, even if out of date (for when the lock cannot be had)."""
+    gen = store.current_generation(root)
+    if gen is None:
+        return None
+    try:
+        return _load_generation(root, gen, store.read_manifest(gen), notes)
+    except (store.IndexCorrupt, OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _try_load(root: Path, folders: list[Path], stats: dict[str, list[int]], identity: dict[str, Any], notes: list[str]) -> LoadedIndex | None:
@@ -189,24 +251,66 @@ def _try_load(root: Path, folders: list[Path], stats: dict[str, list[int]], iden
             notes.append("the ONNX export in the index folder is missing or damaged; exporting again")
             return None
         return _load_generation(root, gen, manifest, notes)
-    except (store.IndexCorrupt, OSError, ValueError, KeyError) as exc:
+    except (store.IndexCorrupt, OSError, ValueError, KeyError, TypeError) as exc:
         note = f"index at {gen} is unreadable ({exc}); rebuilding"
         if note not in notes:
             notes.append(note)
         return None
 
 
-def _load_generation(root: Path, gen: Path, manifest: dict[str, Any], notes: list[str]) -> LoadedIndex:
-    docs = json.loads((gen / "docs.json").read_text(encoding="utf-8"))
+# What every record of docs.json must hold (kb.documents.CaseDoc), with its type.
+_DOC_FIELDS: dict[str, type] = {
+    "id": str, "title": str, "category": str, "path": str, "signatures": list, "symptoms": list,
+    "tags": list, "lexical": str, "dense_texts": list, "dense_kinds": list, "content_hash": str,
+}
+
+
+def _check_docs(docs: Any, manifest: dict[str, Any]) -> list[CaseDoc]:
+    """docs.json must be the list of case records the manifest names; IndexCorrupt says what is wrong."""
     if not isinstance(docs, list):
-        raise store.IndexCorrupt("docs.json is not a list")
+        raise store.IndexCorrupt(f"docs.json is not a list of cases (it holds a {type(docs).__name__})")
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict):
+            raise store.IndexCorrupt(f"docs.json entry {i} is not a case record (it is a {type(doc).__name__})")
+        for key, kind in _DOC_FIELDS.items():
+            if not isinstance(doc.get(key), kind):
+                raise store.IndexCorrupt(f"docs.json entry {i} has no valid {key!r}")
+        if not all(isinstance(t, str) for t in doc["dense_texts"]):
+            raise store.IndexCorrupt(f"docs.json entry {i} has a dense text that is not a string")
+    cases = manifest.get("cases")
+    if not isinstance(cases, dict) or {d["id"] for d in docs} != set(cases):
+        raise store.IndexCorrupt("docs.json does not hold the cases the manifest lists")
+    return docs
+
+
+def _check_vectors(vectors: np.ndarray, row_case: np.ndarray, docs: list[CaseDoc], dense: bool) -> None:
+    """Vectors finite and 2-D, rows in range, and with dense on, one vector per dense text of each case."""
+    if vectors.ndim != 2 or row_case.ndim != 1 or len(vectors) != len(row_case):
+        raise store.IndexCorrupt("vectors.npy and rows.npy do not have matching shapes")
+    if not np.issubdtype(row_case.dtype, np.integer) or not np.issubdtype(vectors.dtype, np.floating):
+        raise store.IndexCorrupt("vectors.npy or rows.npy has the wrong data type")
+    if len(row_case) and (row_case.max() >= len(docs) or row_case.min() < 0):
+        raise store.IndexCorrupt("rows.npy points outside the cases")
+    if not np.isfinite(vectors).all():
+        bad = int((~np.isfinite(vectors).all(axis=1)).sum())
+        raise store.IndexCorrupt(f"vectors.npy has {bad} vector(s) with NaN or infinite values")
+    if dense:
+        per_case = np.bincount(row_case, minlength=len(docs)) if len(row_case) else np.zeros(len(docs), np.int64)
+        want = np.fromiter((len(d["dense_texts"]) for d in docs), dtype=np.int64, count=len(docs))
+        if not np.array_equal(per_case, want):
+            raise store.IndexCorrupt(f"dense search is on but the index has {len(vectors)} vectors for {int(want.sum())} texts")
+
+
+def _load_generation(root: Path, gen: Path, manifest: dict[str, Any], notes: list[str]) -> LoadedIndex:
+    docs = _check_docs(json.loads((gen / "docs.json").read_text(encoding="utf-8")), manifest)
     vectors = np.load(gen / "vectors.npy", allow_pickle=False)
     row_case = np.load(gen / "rows.npy", allow_pickle=False)
-    if len(vectors) != len(row_case) or len(vectors) != manifest.get("vectors"):
+    if len(vectors) != manifest.get("vectors"):
         raise store.IndexCorrupt("vector count does not match the manifest")
-    if len(row_case) and (row_case.max() >= len(docs) or row_case.min() < 0):
-        raise store.IndexCorrupt("vector rows point outside the cases")
     dense = manifest.get("dense", {})
+    if not isinstance(dense, dict):
+        raise store.IndexCorrupt("the manifest's 'dense' entry is not a mapping")
+    _check_vectors(vectors, row_case, docs, bool(dense.get("enabled")))
     status = IndexStatus(
         root=root,
         cases=len(docs),
@@ -228,14 +332,19 @@ def _previous_vectors(root: Path, weights_sha: str | None) -> dict[str, tuple[li
         manifest = store.read_manifest(gen)
         if manifest.get("dense", {}).get("weights_sha256") != weights_sha or not manifest["dense"].get("enabled"):
             return {}
-        docs = json.loads((gen / "docs.json").read_text(encoding="utf-8"))
+        docs = _check_docs(json.loads((gen / "docs.json").read_text(encoding="utf-8")), manifest)
         vectors = np.load(gen / "vectors.npy", allow_pickle=False)
         rows = np.load(gen / "rows.npy", allow_pickle=False)
-    except (store.IndexCorrupt, OSError, ValueError, KeyError):
+        if vectors.ndim != 2 or rows.ndim != 1 or len(vectors) != len(rows):
+            return {}
+    except (store.IndexCorrupt, OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
     out: dict[str, tuple[list[str], np.ndarray]] = {}
     for i, doc in enumerate(docs):
-        out[doc["content_hash"]] = (doc["dense_texts"], vectors[rows == i])
+        vecs = vectors[rows == i]
+        # reuse only what is whole: one finite vector per dense text (else the case is embedded again)
+        if len(vecs) == len(doc["dense_texts"]) and np.isfinite(vecs).all():
+            out[doc["content_hash"]] = (doc["dense_texts"], vecs)
     return out
 
 
@@ -358,6 +467,10 @@ def _update(
             fresh = encoder.encode(todo_texts, on_batch=bar.update)
         finally:
             bar.close()
+        if len(fresh) != len(todo_texts) or not np.isfinite(fresh).all():
+            dense_info = {"enabled": False, "reason": f"the model gave {len(fresh)} vectors for {len(todo_texts)} texts, or NaN/inf values"}
+            encoder = None
+    if encoder is not None:
         fresh_by_id: dict[str, np.ndarray] = {}
         pos = 0
         for doc in todo:

@@ -8,6 +8,15 @@ torch is never imported here.
 
 Answers are cached per process (detection costs a subprocess each, and
 `kb doctor` asks the same question for many checks at once).
+
+Probes never pick up code from the folder kb was started in: every probe runs
+in a fresh empty folder, commands are looked up only in the absolute entries
+of PATH (an empty entry or `.` would find `./nvidia-smi`), and Python probes
+(`python_probe`) also drop the script folder from `sys.path` (`PYTHONSAFEPATH`,
+and the code's first line). A `torch.py` or `json.py` lying in the current
+folder is therefore never imported by `kb doctor` or `kb env`. Isolated mode
+(`-I`) is not used: it would also drop PYTHONPATH and the user's site-packages,
+which are part of the training environment being asked about.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -36,23 +46,50 @@ class CmdResult:
     returncode: int | None = None  # None when it did not start or timed out
 
 
-def run_cmd(argv: list[str], timeout: float = NVIDIA_SMI_TIMEOUT) -> CmdResult:
+def safe_path() -> str:
+    """PATH without its relative entries (empty, `.`, `bin`): those name the current folder."""
+    entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
+    return os.pathsep.join(e for e in entries if e and os.path.isabs(e))
+
+
+def which(name: str) -> str | None:
+    """`shutil.which` over the absolute PATH entries only."""
+    return shutil.which(name, path=safe_path())
+
+
+# Prepended to every Python probe: the folder of `-c` code is the current one,
+# and '' first on sys.path would import a torch.py lying there.
+_SAFE_SYS_PATH = "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]\n"
+
+
+def python_probe(python: str, code: str, *args: str, timeout: float = PROBE_TIMEOUT) -> CmdResult:
+    """Run `python -c code args...` so that nothing from the current folder is imported."""
+    env = dict(os.environ, PYTHONSAFEPATH="1")  # Python >= 3.11: no script folder on sys.path
+    return run_cmd([python, "-c", _SAFE_SYS_PATH + code, *args], timeout, env=env)
+
+
+def run_cmd(argv: list[str], timeout: float = NVIDIA_SMI_TIMEOUT, env: dict[str, str] | None = None) -> CmdResult:
     """Run one external command with a timeout; never raises.
 
     Every probe (needs, `kb env`) goes through here, so a missing binary, a
-    hung driver or odd bytes give a reason instead of a crash.
+    hung driver or odd bytes give a reason instead of a crash. It runs in a
+    fresh empty folder, so nothing lying in the user's current folder is
+    picked up by it.
     """
-    exe = argv[0] if os.path.sep in argv[0] else shutil.which(argv[0])
+    exe = argv[0] if os.path.sep in argv[0] else which(argv[0])
     if not exe:
         return CmdResult(False, "", f"{argv[0]} not found on PATH")
     try:
-        proc = subprocess.run(
-            [exe, *argv[1:]],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout,
-            start_new_session=True,  # a hung probe's children do not share our terminal
-        )
+        with tempfile.TemporaryDirectory(prefix="kb-probe-") as neutral:
+            proc = subprocess.run(
+                [exe, *argv[1:]],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=timeout,
+                cwd=neutral,
+                env=env,
+                start_new_session=True,  # a hung probe's children do not share our terminal
+            )
     except subprocess.TimeoutExpired:
         return CmdResult(False, "", f"{argv[0]} timed out after {timeout:g} s")
     except OSError as exc:
@@ -84,7 +121,7 @@ def target_python(explicit: str | None = None) -> TargetPython:
     if env:
         return TargetPython(_resolve(env), "KB_PYTHON")
     for name in ("python3", "python"):
-        found = shutil.which(name)
+        found = which(name)
         if found:
             return TargetPython(found, f"first {name} on PATH")
     # Only when PATH has no Python at all; said so in the source shown to the user.
@@ -94,7 +131,7 @@ def target_python(explicit: str | None = None) -> TargetPython:
 def _resolve(path: str) -> str:
     """A bare name is looked up on PATH; a path is kept as given (it may be a venv symlink)."""
     if os.path.sep not in path:
-        return shutil.which(path) or path
+        return which(path) or path
     return os.path.expanduser(path)
 
 
@@ -136,7 +173,7 @@ def _detect_gpus(python: str) -> tuple[bool, str]:
         n = sum(1 for line in smi.output.splitlines() if line.startswith("GPU "))
         return True, f"{n} (nvidia-smi -L)"
     code = "import torch; print(torch.cuda.device_count())"
-    torch = run_cmd([python, "-c", code], PROBE_TIMEOUT)
+    torch = python_probe(python, code)
     if torch.ok:
         try:
             return True, f"{int(torch.output.strip().splitlines()[-1])} (torch in {python})"
@@ -162,7 +199,7 @@ _FIND_SPEC = (
 
 
 def _detect_module(module: str, python: str) -> tuple[bool, str]:
-    res = run_cmd([python, "-c", _FIND_SPEC, module], PROBE_TIMEOUT)
+    res = python_probe(python, _FIND_SPEC, module)
     if res.ok:
         return True, f"{module} found by {python}"
     if res.returncode == 1:
@@ -174,7 +211,7 @@ def unmet_need(need: str, python: str) -> str | None:
     """None when `need` is met on this node, else the reason it is not."""
     if need.startswith("cmd:"):
         name = need[4:]
-        return None if shutil.which(name) else f"needs {name} on PATH; not found"
+        return None if which(name) else f"needs {name} on PATH; not found"
     if need.startswith("py:"):
         ok, why = module_available(need[3:], python)
         return None if ok else f"needs Python module {need[3:]}: {why}"

@@ -2,12 +2,18 @@
 
 Replaced with typed placeholders:
 
-- tokens and keys: Hugging Face `hf_...` (`<hf-token>`), wandb API keys
+- tokens and keys: Slack `xoxb-...`/`xoxp-...` (`<slack-token>`), Slack and
+  Discord webhook paths (`<webhook>`), Google `AIza...` keys (`<google-key>`),
+  PEM key bodies, also with JSON's escaped `\\n` (`<private-key>`),
+  Hugging Face `hf_...` (`<hf-token>`), wandb API keys
   (40 hex, `<wandb-key>`), AWS access key ids `AKIA...`/`ASIA...`
   (`<aws-key-id>`) and secret keys (`<aws-secret>`), OpenAI-style `sk-...` and
   GitHub `ghp_...` tokens (`<api-key>`, `<github-token>`),
   `Authorization: Bearer ...` (`<token>`), and the value of any
-  `api_key=`/`token=`/`password=`/`secret=`... assignment (`<secret>`);
+  `api_key=`/`token=`/`password=`/`secret=`... assignment, also when the name
+  only ends in one (`PGPASSWORD=`, `MY_SERVICE_TOKEN=`) (`<secret>`);
+- passwords on command lines: `mysql -pPW`, `sshpass -p PW`, `curl -u user:PW`
+  (`<password>`);
 - credentials in URLs: `https://user:pass@host` -> `https://<user>:<password>@host`;
 - user names in home folders (`/home/alice/`, `/Users/alice/`,
   `C:\\Users\\alice\\` -> `<user>`) and `USER=alice`;
@@ -15,8 +21,12 @@ Replaced with typed placeholders:
 - host names: fully qualified names with a private or common top-level domain
   (`node-17.cluster.local`, `ip-10-0-0-5.ec2.internal`), AWS-style `ip-10-0-0-5`,
   the host of NCCL's `hostname:pid:tid [dev]` prefix, `host=`/`hostname=`
-  values (`<host>`); public hosts such as huggingface.co or github.com stay;
-- IP addresses, v4 and v6 (`<ip>`); loopback and 0.0.0.0 stay.
+  values, single-label hosts in URLs (`http://trainbox:8000`) and after
+  `user@` (`alice@gpubox7`) (`<host>`); public hosts such as huggingface.co
+  or github.com stay;
+- IP addresses, v4 and v6 (`<ip>`); loopback and 0.0.0.0 stay;
+- last, any long random-looking token no rule above knows (`<random-token>`,
+  see `looks_random`).
 
 Host and user names learnt from one place (an NCCL prefix, a home folder) are
 replaced wherever else they occur in the same text. `Redactor.spans` gives the
@@ -29,18 +39,25 @@ from __future__ import annotations
 
 import bisect
 import ipaddress
+import math
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 # Hosts that identify nothing private; kept so that URLs in errors stay meaningful.
 PUBLIC_HOSTS = (
     "huggingface.co", "hf.co", "github.com", "githubusercontent.com", "pypi.org", "pythonhosted.org",
     "pytorch.org", "nvidia.com", "ray.io", "wandb.ai", "python.org", "readthedocs.io", "anaconda.org",
     "anaconda.com", "conda.io", "docker.io", "docker.com", "nvcr.io", "modelscope.cn", "vllm.ai",
-    "example.com", "example.org",
+    "example.com", "example.org", "slack.com",
 )
 # Generic account names: still hidden inside paths, not hunted down everywhere else.
-GENERIC_USERS = {"root", "user", "ubuntu", "admin", "runner", "ec2-user", "home", "shared", "data"}
+GENERIC_USERS = {
+    "root", "user", "ubuntu", "admin", "runner", "ec2-user", "home", "shared", "data",
+    "git", "postgres", "mysql", "nobody", "www-data", "centos", "debian", "fedora", "opc",
+}
+# Single-label names that are not a private host when they follow `scheme://` or `user@`.
+GENERIC_HOSTS = {"localhost", "localhost4", "localhost6", "ip6-localhost", "host", "hostname", "server", "remote"}
 TLDS = (
     "local|localdomain|internal|intranet|intra|lan|corp|cluster|svc|home|private|"
     "com|net|org|edu|gov|io|ai|cn|cloud|dev|app|tech|xyz|us|uk|de|fr|jp|kr|sg|in|ru|ca|au|nl|ch|hk|tw"
@@ -48,8 +65,11 @@ TLDS = (
 
 _SECRET_NAMES = (
     r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?access[_-]?key|secret[_-]?key|secret|client[_-]?secret|"
-    r"password|passwd|token|auth[_-]?token|access[_-]?token|refresh[_-]?token|private[_-]?key)"
+    r"password|passwd|mysql[_-]?pwd|token|auth[_-]?token|access[_-]?token|refresh[_-]?token|private[_-]?key)"
 )
+# Any identifier ending in a secret name: PGPASSWORD, MYSQL_ROOT_PASSWORD, MY_SERVICE_TOKEN, DB_SECRET.
+# Bounded, so that a long run of word characters costs linear time.
+_SECRET_PREFIX = r"[A-Za-z0-9_-]{0,40}?"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 
 
@@ -58,14 +78,112 @@ class Rule:
     kind: str  # placeholder name without brackets
     pattern: re.Pattern[str]
     # the replaced part is the named group "v" when the pattern has one, else the whole match
+    accept: Callable[[str], bool] | None = None  # a further test of the replaced part
+    learn: Callable[[str], bool] | None = None  # which values to hunt down elsewhere too (None: all)
 
 
-def _r(kind: str, pattern: str, flags: int = 0) -> Rule:
-    return Rule(kind, re.compile(pattern, flags))
+def _r(
+    kind: str, pattern: str, flags: int = 0, accept: Callable[[str], bool] | None = None, learn: Callable[[str], bool] | None = None
+) -> Rule:
+    return Rule(kind, re.compile(pattern, flags), accept, learn)
+
+
+def _host_like(name: str) -> bool:
+    """A single-label name worth hunting down everywhere: has a digit or a dash (`gpubox7`, `dgx-a`).
+
+    A plain word (`trainbox`) is replaced where it stands as a host, but not
+    elsewhere: `pass@all` must not turn every "all" into `<host>`.
+    """
+    return any(c.isdigit() or c == "-" for c in name)
+
+
+def _never(_: str) -> bool:
+    return False
+
+
+# ------------------------------------------------------------------ the entropy fallback
+
+ENTROPY_MIN_LEN = 20
+ENTROPY_MIN_BITS = 3.0  # Shannon entropy per character; random hex of 20 chars has about 3.6
+ENTROPY_MIN_SWITCHES = 0.3  # share of neighbours of different class (upper/lower/digit)
+ENTROPY_MAX_WORDS = 0.5  # share of characters in word-like runs above which a token is an identifier
+_WORDISH = re.compile(r"[A-Z][a-z]{3,}|[a-z]{4,}|[A-Z]{4,}(?![a-z])")
+
+
+def _char_class(c: str) -> str:
+    if c.isdigit():
+        return "d"
+    if c.isupper():
+        return "u"
+    if c.islower():
+        return "l"
+    return ""
+
+
+def looks_random(token: str) -> bool:
+    """A long token of base64/hex characters that reads like a key, not like words, a path or a number.
+
+    Secrets from unknown services have no prefix to recognise, so kb new falls
+    back on how they look: at least 20 characters, two or more of upper case,
+    lower case and digits, high Shannon entropy, and -- what tells
+    `Zq8Lm3Vb7Nx2Kc9Wd4` from `cudaErrorMemoryAllocation`, `Qwen2-7B-Instruct`
+    or `/pytorch/torch/csrc` -- frequent switches between character classes,
+    counted inside the pieces between separators (`/ _ - + = .`).
+    """
+    if token.startswith(("/", "~/", "./", "../")):
+        return False  # a path: its pieces are folder names, even when one is a hash
+    core = token.strip("=/+-_.")
+    if len(core) < ENTROPY_MIN_LEN:
+        return False
+    if sum(len(w) for w in _WORDISH.findall(core)) >= ENTROPY_MAX_WORDS * len(core):
+        return False  # mostly words: an identifier such as `M2M100PreTrainedModel`
+    classes = {_char_class(c) for c in core} - {""}
+    if len(classes) < 2:
+        return False
+    counts: dict[str, int] = {}
+    for c in core:
+        counts[c] = counts.get(c, 0) + 1
+    n = len(core)
+    bits = -sum(k / n * math.log2(k / n) for k in counts.values())
+    if bits < ENTROPY_MIN_BITS:
+        return False
+    pairs = switches = 0
+    for piece in re.split(r"[/_+=.-]+", core):
+        for a, b in zip(piece, piece[1:]):
+            ca, cb = _char_class(a), _char_class(b)
+            pairs += 1
+            # upper then lower is how a word starts (`Memory`), not a switch
+            if ca != cb and not (ca == "u" and cb == "l"):
+                switches += 1
+    return pairs >= ENTROPY_MIN_LEN // 2 and switches / pairs >= ENTROPY_MIN_SWITCHES
 
 
 # Order matters: earlier rules claim their text first.
 RULES: list[Rule] = [
+    # PEM blocks: the body between BEGIN and END (real newlines or JSON's escaped `\n`), header kept
+    _r(
+        "private-key",
+        r"-----BEGIN [A-Z0-9 ]{0,40}(?:PRIVATE KEY|CERTIFICATE|KEY BLOCK)-----(?P<v>(?:\\[nr]|[\s\S]){1,20000}?)(?=-----END [A-Z0-9 ]{0,40}-----)",
+    ),
+    _r(
+        "private-key",
+        r"-----BEGIN [A-Z0-9 ]{0,40}(?:PRIVATE KEY|KEY BLOCK)-----(?P<v>(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]{2,})+)",
+    ),
+    # chat tokens and webhooks
+    _r("slack-token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}"),
+    _r("slack-token", r"\bxapp-\d-[A-Za-z0-9-]{10,}"),
+    _r(
+        "webhook",
+        r"(?i)\b(?:hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/)(?P<v>[A-Za-z0-9/_-]+)",
+    ),
+    _r("google-key", r"\bAIza[0-9A-Za-z_-]{30,}"),
+    # passwords on command lines: mysql -pSECRET, sshpass -p SECRET, curl -u user:SECRET
+    _r(
+        "password",
+        r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b[^\n]{0,200}?\s-p(?P<v>[^\s'\"]+)",
+    ),
+    _r("password", r"\bsshpass\s+-p\s*[\"']?(?P<v>[^\s\"']+)"),
+    _r("password", r"\bcurl\b[^\n]{0,200}?\s(?:-u|--user)\s*[\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
     # credentials in URLs: scheme://user:pass@ and scheme://user@
     _r("user", r"\b[A-Za-z][A-Za-z0-9+.-]{0,15}://(?P<v>[^\s/:@<>]+)(?=(?::[^\s/@<>]*)?@)"),
     _r("password", r"\b[A-Za-z][A-Za-z0-9+.-]{0,15}://(?:[^\s/:@<>]+|<user>):(?P<v>[^\s/@<>]+)(?=@)"),
@@ -78,9 +196,9 @@ RULES: list[Rule] = [
     # key = value assignments (env, CLI flags, JSON/YAML, query strings)
     _r(
         "secret",
-        r"(?i)(?<![A-Za-z0-9])[\"']?(?:[A-Za-z0-9]+[_-])*" + _SECRET_NAMES + r"[\"']?\s*[=:]\s*[\"']?(?P<v>(?!<)[^\s\"',;&)}\]]{4,})",
+        r"(?i)(?<![A-Za-z0-9])[\"']?" + _SECRET_PREFIX + _SECRET_NAMES + r"[\"']?\s*[=:]\s*[\"']?(?P<v>(?!<|-----)[^\s\"',;&)}\]]{4,})",
     ),
-    _r("secret", r"(?i)(?<![A-Za-z0-9-])--(?:[A-Za-z0-9]+[_-])*" + _SECRET_NAMES + r"\s+[\"']?(?P<v>(?!<|-)[^\s\"',;&)}\]]{4,})"),
+    _r("secret", r"(?i)(?<![A-Za-z0-9-])--" + _SECRET_PREFIX + _SECRET_NAMES + r"\s+[\"']?(?P<v>(?!<|-)[^\s\"',;&)}\]]{4,})"),
     _r("aws-secret", r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[0-9])(?!/)[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
     _r("wandb-key", r"(?<![0-9a-fA-F])[0-9a-f]{40}(?![0-9a-fA-F])"),
     _r("email", r"\b[A-Za-z0-9._%+-]+@" + _LABEL + r"(?:\." + _LABEL + r")+\b"),
@@ -92,6 +210,15 @@ RULES: list[Rule] = [
     _r("host", r"(?i)(?<![A-Za-z0-9_])(?:host|hostname|node_name|nodename)\s*[=:]\s*[\"']?(?P<v>(?!<)[A-Za-z0-9][\w.-]*[A-Za-z0-9])"),
     _r("host", r"\bip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.[A-Za-z0-9-]+)*\b"),
     _r("host", r"(?<![\w.-])(?:" + _LABEL + r"\.)+(?:" + TLDS + r")(?![\w-]|\.[A-Za-z0-9])", re.I),
+    # short (single-label) host names: in URLs, and after `user@` (ssh, scp, rsync)
+    _r("host", r"\b[A-Za-z][A-Za-z0-9+.-]{1,15}://(?:[^\s/@<>]*@)?(?P<v>[A-Za-z][A-Za-z0-9-]{0,62})(?=[:/?#'\")\]\s]|$)",
+       accept=lambda v: v.lower() not in GENERIC_HOSTS, learn=_host_like),
+    # `user@host` (ssh, scp, rsync); the host has 3+ characters, so metric names like `recall@k` stay
+    _r("user", r"(?<![\w.+%@:/-])(?P<v>[A-Za-z_][\w.-]{0,31})(?=@[A-Za-z][A-Za-z0-9-]{2,62}(?![\w.@-]))", learn=_never),
+    _r("host", r"(?<![\w.+%@:/-])[A-Za-z_][\w.-]{0,31}@(?P<v>[A-Za-z][A-Za-z0-9-]{2,62})(?![\w.@-])",
+       accept=lambda v: v.lower() not in GENERIC_HOSTS, learn=_host_like),
+    # last: long random-looking tokens that no rule above recognised
+    _r("random-token", r"(?<![A-Za-z0-9+/=_.-])[A-Za-z0-9+/=_.-]{20,512}(?![A-Za-z0-9+/=_.-])", accept=looks_random),
 ]
 
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
@@ -103,6 +230,7 @@ class Span:
     start: int
     end: int
     kind: str
+    learn: bool = True  # remember the value and replace it wherever else it occurs
 
     @property
     def placeholder(self) -> str:
@@ -142,6 +270,8 @@ class Redactor:
     def _learn_from(self, text: str, spans: list[Span]) -> None:
         for span in spans:
             value = text[span.start:span.end]
+            if not span.learn:
+                continue
             if span.kind == "host" and len(value) >= 3:
                 self.hosts.add(value)
                 first = value.split(".")[0]
@@ -162,7 +292,9 @@ class Redactor:
                     continue
                 if rule.kind == "host" and _is_public_host(text[start:end]):
                     continue
-                spans.append(Span(start, end, rule.kind))
+                if rule.accept is not None and not rule.accept(text[start:end]):
+                    continue
+                spans.append(Span(start, end, rule.kind, rule.learn is None or rule.learn(text[start:end])))
         return spans
 
     def spans(self, text: str) -> list[Span]:

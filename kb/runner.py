@@ -28,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from . import contain
 from .casefile import PLACEHOLDER_RE, Case, Check
-from .needs import target_python, unmet_needs
+from .needs import target_python, unmet_needs, which
 from .params import DEFAULT_TYPE, BadParam, quote_value, value_error
 
 CONFIRMED = "confirmed"
@@ -146,7 +147,7 @@ def interpreter_for(check: Check, python: str | None = None) -> tuple[list[str],
     if check.lang == "python":
         tp = target_python(python)
         return [tp.path], f"{tp.path} ({tp.source})"
-    bash = shutil.which("bash") or "bash"
+    bash = which("bash") or "bash"  # absolute PATH entries only: never a ./bash
     return [bash], f"{bash} (bash, with your shell's environment)"
 
 
@@ -312,19 +313,32 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE) -> int:
-    """SIGTERM the check's whole process group, then SIGKILL whatever is left after `grace`."""
+# How long past its grace the supervisor may take to kill and reap everything.
+SUPERVISOR_SLACK = 3.0
+
+
+def kill_group(proc: subprocess.Popen[bytes], grace: float = KILL_GRACE, marker: str | None = None) -> int:
+    """Stop a check and everything it started; return the exit status of `proc`.
+
+    SIGTERM goes to the check's process group; its supervisor (kb.contain)
+    then SIGTERMs every descendant, also those that left the group, and
+    SIGKILLs what is left after `grace`. kb waits for that, SIGKILLs the group,
+    and finally kills any process still carrying the run's marker.
+    """
     pgid = proc.pid  # start_new_session makes the child the leader of its own group
     _signal_group(pgid, signal.SIGTERM)
     end = time.monotonic() + grace
     try:
-        proc.wait(timeout=grace)
+        proc.wait(timeout=grace + SUPERVISOR_SLACK)
     except subprocess.TimeoutExpired:
         pass
     while time.monotonic() < end and _group_alive(pgid):
         time.sleep(POLL)
     _signal_group(pgid, signal.SIGKILL)
-    return proc.wait()
+    status = proc.wait()
+    if marker is not None:
+        contain.sweep(marker)
+    return status
 
 
 def _now_iso() -> str:
@@ -401,6 +415,9 @@ def _execute(
         return CheckResult(verdict=INCONCLUSIVE, exit_code=None, duration_s=0.0, output="", reason=why, **base)
     script = Path(workdir) / (re.sub(r"[^a-z0-9-]", "", check.name) + (".py" if check.lang == "python" else ".sh"))
     env = dict(os.environ)
+    marker = contain.new_marker()
+    env[contain.MARKER_VAR] = marker  # every process of this run carries it (kb.contain)
+    env[contain.GRACE_VAR] = f"{kill_grace:g}"
     if check.lang == "python":
         env["PYTHONUNBUFFERED"] = "1"  # so a python check's output streams instead of arriving at exit
     sink = _Sink(on_output, output_cap, stream_cap)
@@ -413,8 +430,11 @@ def _execute(
                 launcher = Path(workdir) / "_kb_launch.py"
                 launcher.write_text(PY_LAUNCHER, encoding="utf-8")
                 argv = [*plan.interpreter, str(launcher), str(script)]
+            cannot = contain.cannot_exec(argv[0]) if contain.supported() else None
+            if cannot:
+                raise OSError(cannot)
             proc = subprocess.Popen(
-                argv,
+                contain.supervised(argv),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -431,14 +451,16 @@ def _execute(
             stopped = _wait(proc, check.timeout, cancel_event, start)
         except BaseException:
             # Ctrl-C in kb: the check is in its own session and never saw the SIGINT.
-            kill_group(proc, kill_grace)
+            kill_group(proc, kill_grace, marker)
             raise
         if stopped:
-            kill_group(proc, kill_grace)
+            kill_group(proc, kill_grace, marker)
         else:
             # A check leaves nothing behind: background stragglers would also keep the pipe open.
+            # (The supervisor has killed its descendants already; this is the net.)
             _signal_group(proc.pid, signal.SIGKILL)
-        # Bounded: a process that escaped the group (setsid) may still hold the pipe.
+            contain.sweep(marker)
+        # Bounded: a process that escaped every net may still hold the pipe.
         reader.join(timeout=2.0)
         output = sink.finish()
         if not reader.is_alive():
@@ -446,7 +468,7 @@ def _execute(
             proc.stdout.close()
         duration = round(time.monotonic() - start, 3)
         if stopped == "timeout":
-            verdict, exit_code, why = INCONCLUSIVE, None, f"timed out after {check.timeout:g} s; its process group was killed"
+            verdict, exit_code, why = INCONCLUSIVE, None, f"timed out after {check.timeout:g} s; it and every process it started were killed"
         elif stopped == "cancelled":
             verdict, exit_code, why = INCONCLUSIVE, None, "cancelled"
         else:

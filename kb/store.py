@@ -7,6 +7,7 @@ Layout of an index folder:
     models/<sha>.onnx    the ONNX export of a model, by weights hash
     models/<sha>.json    its export check (cosine against sentence-transformers)
     .lock                filelock held while writing
+    .lock.owner          PID, host and start time of the lock's holder
 
 A new generation is written in full under a temporary name, fsynced, renamed,
 and only then named in CURRENT. A crash at any point leaves CURRENT naming a
@@ -16,17 +17,25 @@ always finds a usable index or builds one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
+
+from .errors import UsageError
 
 FORMAT_VERSION = 2  # 2: BM25 matrices and tokens saved with each generation
 CURRENT = "CURRENT"
 LOCK_NAME = ".lock"
+OWNER_NAME = ".lock.owner"  # PID, host and time of the lock's holder, for those who wait
+LOCK_WAIT_ENV = "KB_INDEX_LOCK_TIMEOUT"
+DEFAULT_LOCK_WAIT = 120.0  # seconds; a first build with the model export takes about a minute
 KEEP_GENERATIONS = 2
 
 
@@ -77,6 +86,93 @@ def lock(root: Path, timeout: float = 300.0):  # -> filelock.FileLock
 
     root.mkdir(parents=True, exist_ok=True)
     return FileLock(str(root / LOCK_NAME), timeout=timeout)
+
+
+class IndexBusy(UsageError):
+    """Another process held the index lock for longer than kb waits."""
+
+
+def lock_wait_limit() -> float:
+    """Seconds to wait for the index lock: KB_INDEX_LOCK_TIMEOUT, else DEFAULT_LOCK_WAIT."""
+    try:
+        value = float(os.environ.get(LOCK_WAIT_ENV, ""))
+    except ValueError:
+        return DEFAULT_LOCK_WAIT
+    return value if 0 <= value < float("inf") else DEFAULT_LOCK_WAIT
+
+
+def lock_holder(root: Path) -> str:
+    """Who holds the lock, from the owner note the holder wrote: "PID 4242 on node-3 since 12:01:07"."""
+    try:
+        pid, host, since = (root / OWNER_NAME).read_text(encoding="utf-8").split("\n")[:3]
+    except (OSError, ValueError, UnicodeDecodeError):
+        return "another process"
+    me = socket.gethostname()
+    where = "" if host == me else f" on {host}"
+    return f"PID {pid}{where} since {since}" if pid.isdigit() else "another process"
+
+
+def _say(message: str) -> None:
+    print(f"kb: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def locked(root: Path, wait: float | None = None, on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
+    """Hold the index lock; say who holds it while waiting; give up after `wait` seconds (IndexBusy).
+
+    The holder writes its PID, host and start time beside the lock, so a
+    waiting process can name it. The lock is an flock: it goes when its
+    holder dies, so a crashed builder never blocks anyone.
+    """
+    from filelock import FileLock, Timeout  # noqa: PLC0415
+
+    root.mkdir(parents=True, exist_ok=True)
+    limit = lock_wait_limit() if wait is None else wait
+    lk = FileLock(str(root / LOCK_NAME))
+    first = min(0.5, limit)
+    try:
+        lk.acquire(timeout=first)
+    except Timeout:
+        holder = lock_holder(root)
+        (on_wait or _say)(f"waiting for the index lock held by {holder} ({root / LOCK_NAME}), up to {limit:g} s")
+        try:
+            lk.acquire(timeout=max(0.0, limit - first))
+        except Timeout:
+            raise IndexBusy(
+                f"the index lock {root / LOCK_NAME} is still held by {lock_holder(root)} after {limit:g} s "
+                f"(set {LOCK_WAIT_ENV} to wait longer)"
+            ) from None
+    try:
+        try:
+            stamp = time.strftime("%H:%M:%S")
+            atomic_write_bytes(root / OWNER_NAME, f"{os.getpid()}\n{socket.gethostname()}\n{stamp}\n".encode())
+        except OSError:
+            pass  # only a courtesy to waiting processes
+        yield
+    finally:
+        try:
+            (root / OWNER_NAME).unlink()
+        except OSError:
+            pass
+        lk.release()
+
+
+def set_aside_bad_current(root: Path) -> str | None:
+    """CURRENT that is not a regular file (a directory, a fifo) cannot be replaced: move it aside.
+
+    Returns the one-line explanation, or None when CURRENT is fine or absent.
+    Nothing is deleted: its content stays under the new name.
+    """
+    current = root / CURRENT
+    if not os.path.lexists(current) or (current.is_file() and not current.is_symlink()):
+        return None
+    kind = "a directory" if current.is_dir() and not current.is_symlink() else "not a regular file"
+    aside = root / f"{CURRENT}.broken-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+    try:
+        os.rename(current, aside)
+    except OSError as exc:
+        raise IndexCorrupt(f"{current} is {kind} and cannot be moved aside: {exc.strerror or exc}") from exc
+    return f"{current} was {kind}, not the name of a generation; moved it to {aside.name} and rebuilt"
 
 
 def current_generation(root: Path) -> Path | None:
