@@ -56,6 +56,11 @@ class LogAnalysis:
     def query(self) -> str:
         return "\n".join(self.reduction.kept_text)
 
+    @property
+    def tail_text(self) -> str:
+        """The last lines, for a log with no error line at all (searched as a description)."""
+        return "\n".join(l.text for l in self.reduction.lines[-50:] if l.text.strip())
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "ranks": self.verdict.to_json(),
@@ -156,7 +161,7 @@ def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tu
     kwargs: dict[str, Any] = {"k": k + 5}
     if use is not None:
         kwargs["use"] = use
-    query = analysis.query or fallback_text
+    query = analysis.query or fallback_text or analysis.tail_text
     answer = engine.search(query, **kwargs)
     if analysis.query:
         answer.searched_for = analysis.reduction.kept_text
