@@ -193,6 +193,9 @@ def parse(text: str, file: str = "", file_rank: int | None = None) -> list[LogLi
             rank = line_rank(cleaned)
         line = LogLine(n, raw, cleaned, normalise(cleaned.strip()), rank if rank is not None else file_rank, file)
         classify(line)
+        if out and out[-1].role == "frame" and FRAME_RES[0].match(out[-1].text) and line.text[:1].isspace() \
+                and line.role in ("other", "consequence", "cause"):
+            line.role, line.why = "frame", ""  # the source line printed under a frame (`raise ChildFailedError(`)
         out.append(line)
     return out
 

@@ -108,10 +108,13 @@ def is_log(text: str) -> bool:
 
 def _analyse(lines: list[LogLine], good: str | None, baseline_path: str, files: list[str]) -> LogAnalysis:
     removed = 0
+    every = lines
     if good is not None:
         lines, removed = set_aside(lines, templates(good))
     red = reduce_lines(lines)
-    return LogAnalysis(red, verdict(red), detect(red), removed, baseline_path, files, len(lines) + removed)
+    # progress lines the good run also printed still say how far this run got
+    whole = Reduction(every, red.kept, red.consequences, red.frames_dropped, red.hang) if good is not None else red
+    return LogAnalysis(red, verdict(whole), detect(whole), removed, baseline_path, files, len(every))
 
 
 def analyse_text(text: str, baseline: str | None = None, baseline_path: str = "") -> LogAnalysis:

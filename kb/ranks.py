@@ -76,7 +76,8 @@ def known_ranks(lines: list[LogLine]) -> set[int]:
 
 
 def _last_line(lines: list[LogLine], rank: int) -> LogLine | None:
-    own = [l for l in lines if l.rank == rank and l.text.strip() and l.role not in ("launcher",)]
+    # its own last words: not a frame, nor the indented tail of a warning
+    own = [l for l in lines if l.rank == rank and l.text.strip() and l.role not in ("launcher", "frame") and not l.text[:1].isspace()]
     if own:
         return own[-1]
     return None

@@ -41,11 +41,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from ..evaluate_logs import LogEvalError, evaluate_logs, format_log_report  # noqa: PLC0415
+    from ..evaluate_logs import LogEvalError, evaluate_logs, format_log_report, load_set  # noqa: PLC0415
     from ..search import Engine  # noqa: PLC0415
 
     if args.file is not None:
         raise UsageError("give either FILE.jsonl or --logs [DIR], not both")
+    try:
+        load_set(args.logs)  # a bad set is reported before the index is opened
+    except LogEvalError as exc:
+        raise UsageError(str(exc)) from exc
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir)
     engine.load_dense()
     try:
