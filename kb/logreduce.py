@@ -122,6 +122,7 @@ class Reduction:
     frames_dropped: int = 0
     hang: bool = False  # only timeouts: the failure is a hang
     notes: list[str] = field(default_factory=list)
+    context: list[LogLine] = field(default_factory=list)  # the job's own frames above the cause (not library frames)
 
     @property
     def kept_text(self) -> list[str]:
@@ -233,7 +234,34 @@ def reduce_lines(lines: list[LogLine]) -> Reduction:
         red.kept.append(l)
     red.kept = _order(red.kept, lines)[:MAX_KEPT]
     red.frames_dropped = sum(1 for l in lines if l.role == "frame")
+    red.context = own_frames(lines, red.kept[0]) if red.kept and red.kept[0].role != "frame" else []
     return red
+
+
+LIBRARY_RE = re.compile(r"site-packages|dist-packages|/lib/python\d|/usr/lib|<frozen |\bthird_party/|/torch/(?:csrc|lib)/")
+MAX_CONTEXT_FRAMES = 3
+
+
+def own_frames(lines: list[LogLine], cause: LogLine) -> list[LogLine]:
+    """The innermost frames of the job's own code above the cause, with their source lines (context for search).
+
+    Library frames (site-packages, the standard library) say little about which
+    case applies; the job's frames (`entropy_from_logits`, `update_actor`) do.
+    """
+    idx = next((i for i, l in enumerate(lines) if l is cause), None)
+    if idx is None:
+        return []
+    picked: list[LogLine] = []
+    for i in range(idx - 1, max(-1, idx - 80), -1):
+        l = lines[i]
+        if l.file != cause.file or l.role in ("cause", "timeout", "consequence"):
+            break
+        if l.role == "frame" and FRAME_RES[0].match(l.text) and not LIBRARY_RE.search(l.text):
+            src = lines[i + 1] if i + 1 < idx and lines[i + 1].role == "frame" and not FRAME_RES[0].match(lines[i + 1].text) else None
+            picked[:0] = [l] + ([src] if src is not None and src.text.strip().strip("^~ ") else [])
+            if sum(1 for p in picked if FRAME_RES[0].match(p.text)) >= MAX_CONTEXT_FRAMES:
+                break
+    return picked
 
 
 def _template(norm: str) -> str:

@@ -70,6 +70,7 @@ class LogAnalysis:
                 for l in _distinct(self.reduction.consequences)[:20]
             ],
             "frames_dropped": self.reduction.frames_dropped,
+            "context_frames": [l.text.strip()[:300] for l in self.reduction.context],
         }
         if self.baseline_path:
             out["baseline"] = {"path": self.baseline_path, "lines_set_aside": self.baseline_removed}
@@ -165,7 +166,12 @@ def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tu
     if use is not None:
         kwargs["use"] = use
     query = analysis.query or fallback_text or analysis.tail_text
-    answer = engine.search(query, **kwargs)
+    frames = [l.text.strip() for l in analysis.reduction.context] if analysis.query else []
+    # the innermost frame of the job's own code and its source line are searched with the cause
+    # (they tell `entropy_from_logits` OOM from any OOM); outer frames are context only
+    if frames:
+        query = "\n".join(frames[-2:]) + "\n" + query  # in log order: the frame is printed above the error
+    answer = engine.search(query, context="\n".join(frames[:-2]), **kwargs)
     if analysis.query:
         answer.searched_for = analysis.reduction.kept_text
     docs = {d["id"]: d for d in engine.docs}
