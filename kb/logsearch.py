@@ -159,8 +159,18 @@ def analyse_files(root: Path, baseline: str | None = None, baseline_path: str = 
     return _analyse(lines, baseline, baseline_path, names)
 
 
+def search_text(engine: "Engine", text: str, k: int = 5, use: tuple[str, ...] | None = None, context: str = "") -> "Answer":
+    """What the app and `kb search` do with a paste: a log goes through the log reader, a short query is searched as typed."""
+    analysis = analyse_text(text)
+    if is_log(text) and analysis.query:
+        return search_analysis(engine, analysis, k=k, use=use, fallback_text=text, context=context)
+    answer = engine.search(text, k=k, context=context, **({"use": use} if use is not None else {}))
+    answer.extra.update(analysis.to_json())
+    return answer
+
+
 def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tuple[str, ...] | None = None,
-                    fallback_text: str = "") -> "Answer":
+                    fallback_text: str = "", context: str = "") -> "Answer":
     """Rank cases for the analysed log; stage-contradicting cases go below the others."""
     kwargs: dict[str, Any] = {"k": k + 5}
     if use is not None:
@@ -171,7 +181,7 @@ def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tu
     # (they tell `entropy_from_logits` OOM from any OOM); outer frames are context only
     if frames:
         query = "\n".join(frames[-2:]) + "\n" + query  # in log order: the frame is printed above the error
-    answer = engine.search(query, context="\n".join(frames[:-2]), **kwargs)
+    answer = engine.search(query, context="\n".join([*frames[:-2], context] if context else frames[:-2]), **kwargs)
     if analysis.query:
         answer.searched_for = analysis.reduction.kept_text
     docs = {d["id"]: d for d in engine.docs}
@@ -185,8 +195,13 @@ def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tu
             demoted.append(r.id)
     answer.results.sort(key=lambda r: (r.id in demoted, -r.score))
     answer.results = answer.results[:k]
-    if answer.results and all(r.id in demoted for r in answer.results) and not answer.abstained:
-        answer.notes.append("every match is a start-up case, but the log shows training steps ran: they are likely not the cause")
+    if answer.results and answer.results[0].id in demoted:
+        # only start-up cases matched a crash after training steps: never answer with one of them
+        answer.notes.append(f"only start-up cases matched ({', '.join(demoted[:3])}), but the log reached {analysis.stage.label()}: "
+                            "they do not explain it")
+        answer.abstained, answer.results = True, []
+    elif answer.results and answer.results[0].score < engine.weights.abstain_below:
+        answer.abstained, answer.results = True, []
     answer.query = query
     answer.extra.update(analysis.to_json())
     answer.extra["log_summary"] = analysis.summary_lines()

@@ -89,3 +89,25 @@ def test_baseline_of_the_good_run_never_lowers_precision() -> None:
     assert based.baseline_removed > 0
     assert based.reduction.kept_text == plain.reduction.kept_text
     assert any("DefaultCPUAllocator: can't allocate memory" in t for t in based.reduction.kept_text)
+
+
+def test_a_crash_after_steps_is_not_answered_with_a_startup_case(engine) -> None:  # noqa: ANN001
+    """The issue's example: a job's own AttributeError at step 6 was answered with a rendezvous (start-up) case."""
+    from kb.logsearch import search_text
+
+    log = (ROOT / "eval" / "logs" / "made-attr-step6.log").read_text()
+    answer = search_text(engine, log)
+    assert answer.to_json()["ranks"]["suspect"] == 1
+    assert answer.to_json()["stage"]["label"] == "training step 6"
+    assert answer.searched_for == ["AttributeError: 'Trainer' object has no attribute 'scheduler'"]
+    startup = {"distributed-init-rendezvous-hang", "address-already-in-use"}
+    assert not startup & {r.id for r in answer.results if r.confidence != "low"}
+    assert not answer.results or answer.results[0].id not in startup
+
+
+def test_the_busy_port_log_still_finds_its_startup_case(engine) -> None:  # noqa: ANN001
+    from kb.logsearch import search_text
+
+    answer = search_text(engine, (ROOT / "eval" / "logs" / "made-busy-port.log").read_text())
+    assert answer.results and answer.results[0].id == "address-already-in-use"
+    assert answer.to_json()["stage"]["name"] in ("launch", "init")
