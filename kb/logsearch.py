@@ -86,7 +86,9 @@ class LogAnalysis:
                    else f"suspect rank: none - {v.why}")
         cons = _distinct(self.reduction.consequences)
         if cons:
-            out.append(f"{len(cons)} consequence line(s) set aside, e.g. {cons[0].text.strip()[:120]!r} ({cons[0].why})")
+            first = cons[0].text.strip()
+            first = first if len(first) <= 120 else first[:119] + "…"
+            out.append(f"{len(cons)} consequence line(s) set aside, e.g. {first!r} ({cons[0].why})")
         if self.baseline_path:
             out.append(f"baseline {self.baseline_path}: {self.baseline_removed} line(s) also in the good run set aside")
         return out
@@ -176,7 +178,8 @@ def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tu
     if use is not None:
         kwargs["use"] = use
     query = analysis.query or fallback_text or analysis.tail_text
-    frames = [l.text.strip() for l in analysis.reduction.context] if analysis.query else []
+    # a frame's directories are the user's (`/work/me/proj/...`): only the file name and the function are evidence
+    frames = [re.sub(r'File "[^"]*/([^"/]+)"', r'File "\1"', l.text.strip()) for l in analysis.reduction.context] if analysis.query else []
     # the innermost frame of the job's own code and its source line are searched with the cause
     # (they tell `entropy_from_logits` OOM from any OOM); outer frames are context only
     if frames:

@@ -34,6 +34,11 @@ class RankVerdict:
         return out
 
 
+def _short(text: str, n: int = 160) -> str:
+    text = text.strip()
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _where(line: LogLine) -> str:
     return f"{line.file}:{line.n}" if line.file else f"line {line.n}"
 
@@ -91,7 +96,7 @@ def verdict(red: Reduction) -> RankVerdict:
     if first is not None:
         peers = sorted({l.rank for l in red.consequences if l.rank is not None and l.rank != first.rank})
         also = f"; rank(s) {', '.join(map(str, peers))} only show consequences" if peers else ""
-        return RankVerdict(first.rank, f"rank {first.rank} failed first ({_where(first)}: {first.text.strip()[:160]}){also}",
+        return RankVerdict(first.rank, f"rank {first.rank} failed first ({_where(first)}: {_short(first.text)}){also}",
                            first.file)
     root = _root_cause_rank(lines)
     if root is not None:
@@ -108,7 +113,7 @@ def _hang_verdict(red: Reduction) -> RankVerdict:
     if timed_out and len(quiet) == 1:
         k = quiet[0]
         last = _last_line(lines, k)
-        said = f"; its last line: {last.text.strip()[:160]}" if last is not None else "; it printed nothing of its own"
+        said = f"; its last line: {_short(last.text)}" if last is not None else "; it printed nothing of its own"
         return RankVerdict(k, f"a hang: rank(s) {', '.join(map(str, sorted(timed_out)))} timed out waiting in a collective, "
                               f"rank {k} did not report the timeout{said}",
                            last.file if last is not None else "", last.text.strip() if last is not None else "")

@@ -244,3 +244,15 @@ def test_cli_bad_log_inputs_are_usage_errors(tmp_path: Path) -> None:
     assert r.returncode == 2 and "good.log" in r.stderr
     r = _cli("eval", "--logs", str(tmp_path / "nope"))
     assert r.returncode == 2 and "not a directory of labelled logs" in r.stderr
+
+
+def test_logs_dir_hang_names_the_file_that_simply_stops(tmp_path: Path) -> None:
+    for rank in (0, 1, 2):
+        body = "step 3/10 loss=0.5\n"
+        body += ("RuntimeError: Timed out waiting 6000ms for recv operation to complete\n" if rank != 1
+                 else "entering all_reduce for bucket 7\n")
+        (tmp_path / f"rank{rank}.log").write_text(body)
+    a = analyse_files(tmp_path)
+    assert a.reduction.hang and a.verdict.suspect == 1
+    assert a.verdict.file == "rank1.log" and a.verdict.last_line == "entering all_reduce for bucket 7"
+    assert "rank 1 did not report the timeout" in a.verdict.why

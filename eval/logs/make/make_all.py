@@ -121,12 +121,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run(cmd: list[str], timeout: int) -> str:
+def run(cmd: list[str], timeout: int) -> tuple[str, int]:
     env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", RAY_DEDUP_LOGS="1", HYDRA_FULL_ERROR="0")
     env.pop("PYTHONPATH", None)
     proc = subprocess.run(cmd, cwd="/tmp", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
     text = proc.stdout.decode("utf-8", "replace")
-    return text if text.endswith("\n") else text + "\n"
+    return (text if text.endswith("\n") else text + "\n"), proc.returncode
 
 
 def command(s: Scenario, port: int) -> list[str]:
@@ -158,7 +158,7 @@ def make(s: Scenario) -> None:
         holder.bind(("127.0.0.1", port))
         holder.listen(1)
     try:
-        text = run(cmd, s.timeout)
+        text, _ = run(cmd, s.timeout)
     finally:
         if holder:
             holder.close()
@@ -182,7 +182,9 @@ def make(s: Scenario) -> None:
 def make_good(name: str) -> None:
     cmd = [c.replace("{port}", str(free_port())) for c in GOOD[name]]
     (OUT / "good").mkdir(exist_ok=True)
-    text = run(cmd, 180)
+    text, rc = run(cmd, 180)
+    if rc != 0:  # a good run must be good: a baseline with a failure in it would hide that failure
+        raise SystemExit(f"good/{name}: the faultless run failed (exit {rc}):\n{text[-2000:]}")
     (OUT / "good" / name).write_text(text, encoding="utf-8")
     print(f"good/{name}: {len(text.splitlines())} lines", flush=True)
 
