@@ -65,6 +65,9 @@ CONSEQUENCE_RES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"ChildFailedError|^\s*\S+ FAILED\s*$|<NO_OTHER_FAILURES>|elastic/errors\.html|"
                 r"failed \(exitcode: -?\d+\) local_rank"),
      "the launcher's summary of a failure printed above"),
+    (re.compile(r"because its owner has died|because the actor is killed|INTENDED_SYSTEM_EXIT|Force kill actor request|"
+                r"Node with actor is already dead"),
+     "Ray cleaning up after the driver or another worker ended"),
     (re.compile(r"Error executing job with overrides|Set the environment variable HYDRA_FULL_ERROR"),
      "Hydra's wrapper around the error below it"),
     (re.compile(r"To avoid data inconsistency, we are taking the entire process down|"

@@ -177,7 +177,8 @@ def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tu
     kwargs: dict[str, Any] = {"k": k + 5}
     if use is not None:
         kwargs["use"] = use
-    query = analysis.query or fallback_text or analysis.tail_text
+    # a folder of logs with no error line in any of them is not searched as prose
+    query = analysis.query or fallback_text or ("" if analysis.files else analysis.tail_text)
     # a frame's directories are the user's (`/work/me/proj/...`): only the file name and the function are evidence
     frames = [re.sub(r'File "[^"]*/([^"/]+)"', r'File "\1"', l.text.strip()) for l in analysis.reduction.context] if analysis.query else []
     # the innermost frame of the job's own code and its source line are searched with the cause
@@ -185,7 +186,7 @@ def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tu
     if frames:
         query = "\n".join(frames[-2:]) + "\n" + query  # in log order: the frame is printed above the error
     answer = engine.search(query, context="\n".join([*frames[:-2], context] if context else frames[:-2]), **kwargs)
-    if analysis.query:
+    if analysis.query or not query:
         answer.searched_for = analysis.reduction.kept_text
     docs = {d["id"]: d for d in engine.docs}
     demoted = []

@@ -102,6 +102,9 @@ def verdict(red: Reduction) -> RankVerdict:
     if root is not None:
         rank, l = root
         return RankVerdict(rank, f"the launcher names rank {rank} as the first observed failure ({_where(l)})", l.file)
+    if red.kept and red.kept[0].file:  # --logs without ranks (Ray session logs): at least name the file
+        first_line = red.kept[0]
+        return RankVerdict(None, f"the logs do not say which rank failed; the first error is at {_where(first_line)}", first_line.file)
     return RankVerdict(None, "the log does not say which rank failed")
 
 
