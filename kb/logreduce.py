@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .signals import EMBEDDED_EXC_RE, EXCEPTION_RE, MAX_LINE_CHARS, clean_line, normalise
+from .signals import EMBEDDED_EXC_RE, EXCEPTION_RE, MAX_LINE_CHARS, MAX_SCAN_CHARS, _cap, clean_line, normalise
 
 MAX_LOG_LINES = 200_000  # a longer log keeps its head and tail (signals caps bytes before this)
 MAX_KEPT = 12  # searched_for shows at most this many lines
@@ -183,7 +183,13 @@ def classify(line: LogLine) -> None:
 
 
 def parse(text: str, file: str = "", file_rank: int | None = None) -> list[LogLine]:
-    """Every line of a log with its number, cleaned text, template, rank and role."""
+    """Every line of a log with its number, cleaned text, template, rank and role.
+
+    A log over signals.MAX_SCAN_CHARS keeps its head, its tail and the error-looking
+    lines of its middle, as signals does (bounded time; line numbers past the head are then approximate).
+    """
+    if len(text) > MAX_SCAN_CHARS:
+        text, _ = _cap(text)
     raw_lines = text.split("\n")
     if len(raw_lines) > MAX_LOG_LINES:
         half = MAX_LOG_LINES // 2

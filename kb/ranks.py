@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from .logreduce import LAUNCHER_FAILED_RE, ROOT_CAUSE_RE, SUMMARY_RANK_RE, LogLine, Reduction
 
+# a time of day near the start of the raw line (ISO, glog `E1202 11:27:34.30`, `[E626 06:24:44.90`, Ray `[2024-..]`)
+TIME_RE = re.compile(r"^.{0,40}?(?:(\d{4}-\d{2}-\d{2})[ T]|[EFWI](\d{3,4}) )?(\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
 WORLD_RE = re.compile(r"\bworld[_ ]size[\s:=]+(\d+)|\brank \d+\s*/\s*(\d+)\b|\bnranks (\d+)", re.I)
 
 
@@ -60,6 +62,24 @@ def _root_cause_rank(lines: list[LogLine]) -> tuple[int, LogLine] | None:
     return None
 
 
+def _when(line: LogLine) -> tuple[str, str] | None:
+    m = TIME_RE.match(line.raw)
+    if not m:
+        return None
+    return (m.group(1) or m.group(2) or "", m.group(3).replace(",", "."))
+
+
+def _earliest(causes: list[LogLine]) -> LogLine | None:
+    """The first cause: in log order, or, across several files whose lines carry times, the earliest."""
+    if not causes:
+        return None
+    if len({l.file for l in causes}) > 1:
+        times = [_when(l) for l in causes]
+        if all(t is not None for t in times):
+            return min(zip(times, range(len(causes)), causes))[2]
+    return causes[0]
+
+
 def known_ranks(lines: list[LogLine]) -> set[int]:
     ranks = {l.rank for l in lines if l.rank is not None}
     for l in lines:
@@ -92,7 +112,7 @@ def verdict(red: Reduction) -> RankVerdict:
     lines = red.lines
     if red.hang:
         return _hang_verdict(red)
-    first = next((l for l in lines if l.role == "cause" and l.rank is not None), None)
+    first = _earliest([l for l in lines if l.role == "cause" and l.rank is not None])
     if first is not None:
         peers = sorted({l.rank for l in red.consequences if l.rank is not None and l.rank != first.rank})
         also = f"; rank(s) {', '.join(map(str, peers))} only show consequences" if peers else ""

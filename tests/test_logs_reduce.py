@@ -256,3 +256,10 @@ def test_logs_dir_hang_names_the_file_that_simply_stops(tmp_path: Path) -> None:
     assert a.reduction.hang and a.verdict.suspect == 1
     assert a.verdict.file == "rank1.log" and a.verdict.last_line == "entering all_reduce for bucket 7"
     assert "rank 1 did not report the timeout" in a.verdict.why
+
+
+def test_logs_dir_first_failure_by_time_not_by_file_order(tmp_path: Path) -> None:
+    (tmp_path / "rank0.log").write_text("2026-12-02 11:30:05,100 ERROR ValueError: loss is nan after all-reduce\n")
+    (tmp_path / "rank1.log").write_text("2026-12-02 11:30:01,900 ERROR ValueError: grad norm is inf in layer 3\n")
+    a = analyse_files(tmp_path)
+    assert a.verdict.suspect == 1 and a.verdict.file == "rank1.log"
