@@ -92,6 +92,8 @@ class Answer:
     searched_for: list[str]  # the extracted lines shown to the user
     dense_used: bool
     notes: list[str] = field(default_factory=list)
+    # --- logs (issue 18): ranks, stage, consequences, baseline; filled by logsearch.search_analysis
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +103,7 @@ class Answer:
             "searched_for": self.searched_for,
             "dense": self.dense_used,
             "notes": self.notes,
+            **self.extra,
         }
 
 

@@ -1,4 +1,4 @@
-"""`kb search [TEXT | -] [--file LOG] [-k N] [--json] [--explain]`.
+"""`kb search [TEXT | -] [--file LOG | --logs DIR] [--baseline GOOD.log] [-k N] [--json] [--explain]`.
 
 Exit 0 with results, 1 when kb abstains ("no known case matches"), 2 on bad usage.
 """
@@ -11,13 +11,15 @@ from pathlib import Path
 
 from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from ..safe_text import dumps, visible
-from .common import add_index_options, read_query
+from .common import add_index_options, read_log_arg, read_query
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("search", help="find the cases that match an error, a log or a symptom")
     p.add_argument("text", nargs="*", help="the error text; '-' (or a pipe) reads standard input")
     p.add_argument("--file", type=Path, metavar="LOG", help="read the query from a log file")
+    p.add_argument("--logs", type=Path, metavar="DIR", help="a folder of logs, one per rank or node (torchrun --log-dir, Ray session logs)")
+    p.add_argument("--baseline", type=Path, metavar="GOOD.log", help="a good run of the same job: lines it also printed are set aside")
     p.add_argument("-k", type=int, default=5, metavar="N", help="number of results (default 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--explain", action="store_true", help="show per-scorer scores and the extracted lines")
@@ -29,7 +31,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UsageError("-k must be at least 1")
-    query = read_query(args.text, args.file)
+    from ..logsearch import LogInputError, analyse_files, analyse_text, is_log  # noqa: PLC0415
+
+    baseline = read_log_arg(args.baseline) if args.baseline is not None else None
+    base_name = str(args.baseline) if args.baseline is not None else ""
+    if args.logs is not None:
+        if args.text or args.file is not None:
+            raise UsageError("give either --logs DIR or a query (text, '-' or --file), not both")
+        try:
+            analysis = analyse_files(args.logs, baseline, base_name)
+        except LogInputError as exc:
+            raise UsageError(str(exc)) from exc
+        query = analysis.query
+    else:
+        query = read_query(args.text, args.file)
+        analysis = analyse_text(query, baseline, base_name)
     from ..search import SCORERS, Engine  # noqa: PLC0415
 
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
@@ -38,7 +54,13 @@ def run(args: argparse.Namespace) -> int:
         engine.load_dense()
     else:
         use = ("signature", "lexical")
-    answer = engine.search(query, k=args.k, use=use)
+    from ..logsearch import search_analysis  # noqa: PLC0415
+
+    if args.logs is not None or baseline is not None or is_log(query):
+        answer = search_analysis(engine, analysis, k=args.k, use=use, fallback_text=query)
+    else:  # a short query is searched as typed; the log fields still come with it
+        answer = engine.search(query, k=args.k, use=use)
+        answer.extra.update(analysis.to_json())
     if args.json:
         print(dumps(answer.to_json(), indent=2))
     else:
@@ -52,6 +74,10 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
         out.write("kb searched for:\n")
         for line in answer.searched_for:
             out.write(f"  | {visible(line[:200])}\n")
+        out.write("\n")
+    for line in answer.extra.get("log_summary", []):  # logs: stage, suspect rank, consequences, baseline
+        out.write(f"log: {visible(line)}\n")
+    if answer.extra.get("log_summary"):
         out.write("\n")
     if answer.abstained:
         out.write("No known case matches. Try adding the surrounding log lines, or start a case with `kb new --from-log`.\n")

@@ -10,6 +10,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from kb.logsearch import search_text
 from kb.search import SCORERS
 
 from ..conversation import Conversation, Turn
@@ -126,7 +127,7 @@ class ChatScreen(Screen[None]):
         if engine is None or worker.is_cancelled:
             return
         use = SCORERS if engine.dense_ready else FAST
-        answer = engine.search(text, k=TOP_K, use=use, context=context)
+        answer = search_text(engine, text, k=TOP_K, use=use, context=context)  # a pasted log goes through the log reader
         if not worker.is_cancelled:
             self.post_message(SearchDone(idx, answer))
 
@@ -136,7 +137,7 @@ class ChatScreen(Screen[None]):
         engine = self.kb.engine
         if engine is None or not engine.dense_ready:
             return
-        answer = engine.search(text, k=TOP_K, use=SCORERS, context=context)
+        answer = search_text(engine, text, k=TOP_K, use=SCORERS, context=context)
         if not worker.is_cancelled:
             self.post_message(SearchDone(idx, answer, reranked=True))
 

@@ -52,6 +52,9 @@ class AnswerView(Vertical):
         if len(answer.searched_for) > 8:
             searched.append(f"\n  … {len(answer.searched_for) - 8} more", style="dim")
         widgets.append(Static(searched, classes="searched"))
+        if answer.extra.get("ranks", {}).get("suspect") is not None or answer.extra.get("consequences"):
+            # a multi-rank log: the suspect rank, the stage, the consequences set aside (kb.logsearch)
+            widgets.append(Static(Text("\n".join(answer.extra.get("log_summary", [])), style="yellow"), classes="logsummary"))
         if answer.abstained or not answer.results:
             msg = Text("No known case matches this.", style="bold")
             msg.append("\nPress ctrl+r to start a new case from this paste, or add detail and send again.", style="")

@@ -1,0 +1,112 @@
+"""A tiny data-parallel training job (gloo, CPU) with one injectable fault.
+
+Run under torchrun; `--fault NAME --fault-rank R --fault-step S` picks what goes
+wrong, where and when (see FAULTS). Without --fault it is the good run.
+Stages print the way training frameworks do (init, step N, checkpoint,
+validation) so a log shows how far the job got.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import math
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+FAULTS = ("attr", "size", "hang", "nan", "ckpt", "val", "kill", "alloc", "preinit", "cuda", "exit", "keyerror")
+
+
+class Trainer:
+    def __init__(self, rank: int, world: int) -> None:
+        self.rank, self.world = rank, world
+        torch.manual_seed(0)
+        self.model = torch.nn.Linear(8, 1)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+
+    def step(self, step: int, args: argparse.Namespace) -> float:
+        x = torch.randn(16, 8)
+        y = torch.randn(16, 1)
+        bad = args.fault and self.rank == args.fault_rank and step == args.fault_step
+        if bad and args.fault == "attr":
+            self.scheduler.step()  # the job's own bug: there is no scheduler
+        if bad and args.fault == "nan":
+            with torch.autograd.detect_anomaly():
+                out = self.model(x)
+                loss = torch.sqrt(-out.abs().sum() - 1.0)  # sqrt of a negative number: NaN, and a NaN gradient
+                loss.backward()
+        if bad and args.fault == "alloc":
+            torch.empty(1 << 44, dtype=torch.float32)  # 64 TiB
+        if bad and args.fault == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if bad and args.fault == "exit":
+            sys.exit(3)  # a rank that quits without a traceback
+        if bad and args.fault == "keyerror":
+            cfg = {"lr": 0.01}
+            _ = cfg["warmup_steps"]
+        loss = torch.nn.functional.mse_loss(self.model(x), y)
+        self.opt.zero_grad()
+        loss.backward()
+        for p in self.model.parameters():
+            grad = p.grad
+            if bad and args.fault == "size":
+                grad = torch.zeros(grad.numel() + 3)
+            if bad and args.fault == "hang":
+                time.sleep(args.timeout * 4)  # never reaches the collective in time
+            dist.all_reduce(grad)
+            p.grad = grad / self.world
+        self.opt.step()
+        return float(loss)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fault", choices=FAULTS)
+    ap.add_argument("--fault-rank", type=int, default=1)
+    ap.add_argument("--fault-step", type=int, default=6)
+    ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--timeout", type=float, default=6.0)
+    ap.add_argument("--ckpt-dir", default="/tmp/kb-logs-ckpt")
+    args = ap.parse_args()
+    rank = int(os.environ["RANK"])
+    world = int(os.environ["WORLD_SIZE"])
+    if args.fault == "preinit" and rank == args.fault_rank:
+        import deepspeed  # noqa: F401  (not installed: the job's missing dependency)
+    print(f"[init] rank {rank}/{world} connecting to {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", flush=True)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
+    if args.fault == "cuda" and rank == args.fault_rank:
+        torch.cuda.set_device(rank)
+    trainer = Trainer(rank, world)
+    print(f"[init] rank {rank} process group ready, world size {world}", flush=True)
+    for step in range(1, args.steps + 1):
+        loss = trainer.step(step, args)
+        if rank == 0:
+            print(f"step {step}/{args.steps} loss={loss:.4f} lr=0.01", flush=True)
+        if step == args.steps // 2 + 1 and rank == 0:
+            path = args.ckpt_dir if args.fault != "ckpt" else "/proc/kb-no-such-dir/ckpt"
+            print(f"[checkpoint] saving step {step} to {path}", flush=True)
+            os.makedirs(path, exist_ok=True) if args.fault != "ckpt" else None
+            torch.save(trainer.model.state_dict(), os.path.join(path, f"step_{step}.pt"))
+        if step == args.steps:
+            print(f"[validation] rank {rank} running validation", flush=True)
+            w = trainer.model.weight
+            if args.fault == "val" and rank == args.fault_rank:
+                w = w.t()
+            val = torch.nn.functional.linear(torch.randn(4, 8), w)
+            dist.all_reduce(val)
+            if rank == 0:
+                print(f"[validation] val_score={float(val.mean()):.4f}", flush=True)
+    dist.barrier()
+    if rank == 0:
+        print("training finished", flush=True)
+    # no destroy_process_group(): with gloo on CPU a rank that tears down while its peer is still
+    # leaving the barrier can abort ("terminate called without an active exception"); exiting is enough
+
+
+if __name__ == "__main__":
+    sys.exit(main())

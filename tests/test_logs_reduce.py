@@ -1,0 +1,265 @@
+"""Whole logs on small fixtures (fast): cause over consequence, suspect rank, stage, baseline, --logs, kb eval --logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kb.evaluate_logs import LogEvalError, evaluate_logs, load_set
+from kb.logsearch import LogInputError, analyse_files, analyse_text, file_rank
+from kb.stage import Stage, contradicts
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The shape torchrun 2.x prints when rank 1 raises in the job's own code at step 6 (from a real run, shortened).
+CRASH = """[init] rank 0/2 connecting to 127.0.0.1:29500
+[init] rank 1/2 connecting to 127.0.0.1:29500
+step 4/10 loss=1.0689 lr=0.01
+step 5/10 loss=2.3056 lr=0.01
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/job/train.py", line 89, in main
+[rank1]:     loss = trainer.step(step, args)
+[rank1]:   File "/job/train.py", line 37, in step
+[rank1]:     self.scheduler.step()
+[rank1]: AttributeError: 'Trainer' object has no attribute 'scheduler'
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3252, in all_reduce
+[rank0]:     work.wait()
+[rank0]: RuntimeError: [third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:48859. This is typically caused by a remote worker crashing.
+W1202 11:27:34.188000 12025 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 12959 closing signal SIGTERM
+E1202 11:27:34.302000 12025 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 1 (pid: 12960) of binary: /venv/bin/python3
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+Root Cause (first observed failure):
+[0]:
+  rank      : 1 (local_rank: 1)
+  exitcode  : 1 (pid: 12960)
+"""
+
+ABORT = """step 2/10 loss=1.6901 lr=0.01
+terminate called after throwing an instance of 'gloo::EnforceNotMet'
+  what():  [enforce fail at gloo/transport/tcp/pair.cc:456] op.preamble.length <= op.nbytes. 12 vs 8. Received data size doesn't match expected size.
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3252, in all_reduce
+[rank1]:     work.wait()
+[rank1]: RuntimeError: [gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:21189: Connection reset by peer.
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : -6 (pid: 22225)  (SIGABRT)
+"""
+
+HANG = """[default0]:step 3/10 loss=0.8481 lr=0.01
+[default2]:[init] rank 2 process group ready, world size 3
+[default2]:about to reduce gradients
+[default0]:[rank0]: RuntimeError: [gloo/transport/tcp/unbound_buffer.cc:78] Timed out waiting 6000ms for recv operation to complete
+[default1]:[rank1]: RuntimeError: [gloo/transport/tcp/unbound_buffer.cc:129] Timed out waiting 6000ms for send operation to complete
+[default1]:[rank1]: Traceback (most recent call last):
+W1202 11:31:02.424000 1 torch/distributed/elastic/multiprocessing/api.py:1028] Sending process 23215 closing signal SIGTERM
+"""
+
+FRAMES_ONLY = """Traceback (most recent call last):
+  File "/venv/lib/python3.11/site-packages/torch/distributed/run.py", line 794, in main
+    run(args)
+  File "/job/train.py", line 12, in main
+    build()
+"""
+
+
+def test_the_failing_ranks_error_is_kept_and_peers_are_consequences() -> None:
+    a = analyse_text(CRASH)
+    assert a.reduction.kept_text == ["AttributeError: 'Trainer' object has no attribute 'scheduler'"]
+    why = {l.text.strip()[:40]: l.why for l in a.reduction.consequences}
+    closed = next(l for l in a.reduction.consequences if "Connection closed by peer" in l.text)
+    assert closed.rank == 0 and "peer" in closed.why
+    assert any("SIGTERM" in l.text for l in a.reduction.consequences), why
+    assert any("ChildFailedError" in l.text for l in a.reduction.consequences)
+    assert a.verdict.suspect == 1 and "rank 1 failed first" in a.verdict.why and "rank(s) 0 only show consequences" in a.verdict.why
+    assert (a.stage.name, a.stage.step) == ("step", 6)
+    j = a.to_json()
+    assert j["ranks"]["suspect"] == 1
+    assert any(c["why"].startswith("a peer lost its connection") for c in j["consequences"])
+
+
+def test_library_frames_are_dropped_and_cpp_abort_lines_kept() -> None:
+    a = analyse_text(ABORT)
+    assert a.reduction.kept_text[0] == "terminate called after throwing an instance of 'gloo::EnforceNotMet'"
+    assert "Received data size doesn't match expected size" in a.reduction.kept_text[1]
+    assert not any("File " in t or "work.wait()" in t for t in a.reduction.kept_text)
+    assert any("Connection reset by peer" in l.text for l in a.reduction.consequences)
+    # the abort line has no rank prefix: the launcher's root cause names the rank
+    assert a.verdict.suspect == 0 and "first observed failure" in a.verdict.why
+
+
+def test_a_hang_names_the_rank_that_did_not_time_out_and_its_last_line() -> None:
+    a = analyse_text(HANG)
+    assert a.reduction.hang
+    assert a.verdict.suspect == 2
+    assert "rank(s) 0, 1 timed out" in a.verdict.why and "about to reduce gradients" in a.verdict.why
+    assert a.verdict.last_line == "about to reduce gradients"
+    assert all("Timed out waiting" in t for t in a.reduction.kept_text)
+
+
+def test_frames_are_kept_when_they_are_all_there_is() -> None:
+    a = analyse_text(FRAMES_ONLY)
+    assert a.reduction.kept_text and all(t.startswith("File ") for t in a.reduction.kept_text)
+
+
+def test_a_timeout_is_a_consequence_when_a_cause_exists_elsewhere() -> None:
+    log = "[rank0]: RuntimeError: Timed out waiting 6000ms for recv operation to complete\n[rank1]: ValueError: bad batch shape\n"
+    a = analyse_text(log)
+    assert a.reduction.kept_text == ["ValueError: bad batch shape"]
+    assert a.verdict.suspect == 1
+    assert any("timed out waiting for a rank" in l.why for l in a.reduction.consequences)
+
+
+def test_warnings_are_not_causes() -> None:
+    log = "train.py:66: UserWarning: Converting a tensor to a scalar may lead to unexpected behavior.\nKeyError: 'warmup_steps'\n"
+    assert analyse_text(log).reduction.kept_text == ["KeyError: 'warmup_steps'"]
+
+
+def test_stage_reads_checkpoint_from_the_failing_frames() -> None:
+    log = """step 6/10 loss=1.2
+[rank0]: Traceback (most recent call last):
+[rank0]:   File "/job/train.py", line 96, in main
+[rank0]:     torch.save(state, path)
+[rank0]:   File "/venv/lib/python3.11/site-packages/torch/serialization.py", line 651, in save
+[rank0]: RuntimeError: Parent directory /ckpt does not exist.
+"""
+    a = analyse_text(log)
+    assert a.stage.name == "checkpoint" and a.stage.steps_ran
+
+
+def test_a_startup_case_contradicts_a_crash_after_steps() -> None:
+    after_steps = Stage("step", 6, "step 5/10", True)
+    rendezvous = {"id": "distributed-init-rendezvous-hang", "title": "init hangs at rendezvous", "category": "distributed-comm", "tags": []}
+    oom = {"id": "cuda-oom-training", "title": "CUDA out of memory in training", "category": "memory", "tags": ["oom"]}
+    assert contradicts(after_steps, rendezvous)
+    assert not contradicts(after_steps, oom)
+    assert not contradicts(Stage("init"), rendezvous)
+
+
+def test_baseline_sets_aside_lines_the_good_run_printed() -> None:
+    good = "\n".join(["[init] rank 0/2 connecting to 127.0.0.1:40000", "step 1/10 loss=0.5 lr=0.01",
+                      "train.py:66: UserWarning: Converting a tensor to a scalar may lead to unexpected behavior."])
+    bad = "\n".join(["[init] rank 0/2 connecting to 127.0.0.1:29500", "step 1/10 loss=0.9 lr=0.01",
+                     "train.py:66: UserWarning: Converting a tensor to a scalar may lead to unexpected behavior.",
+                     "[rank1]: KeyError: 'warmup_steps'"])
+    a = analyse_text(bad, good, "good.log")
+    assert a.baseline_removed == 3
+    assert a.reduction.kept_text == ["KeyError: 'warmup_steps'"]
+    assert a.to_json()["baseline"] == {"path": "good.log", "lines_set_aside": 3}
+    assert any("3 line(s) also in the good run" in s for s in a.summary_lines())
+    assert a.stage.name == "step"  # the progress lines still count for the stage
+
+
+def test_logs_dir_names_the_rank_and_file(tmp_path: Path) -> None:
+    for rank, body in [(0, "step 3/10\nRuntimeError: Connection closed by peer [10.0.0.2]:1234\n"),
+                       (1, "step 3/10\nValueError: reward is None for sample 7\n"),
+                       (2, "step 3/10\nRuntimeError: Connection closed by peer [10.0.0.2]:1234\n")]:
+        d = tmp_path / "run" / "attempt_0" / str(rank)
+        d.mkdir(parents=True)
+        (d / "stderr.log").write_text(body)
+    a = analyse_files(tmp_path / "run")
+    assert a.verdict.suspect == 1 and a.verdict.file == "attempt_0/1/stderr.log"
+    assert a.reduction.kept_text == ["ValueError: reward is None for sample 7"]
+    assert a.files[0] == "attempt_0/0/stderr.log"
+    assert file_rank("node-3.log") == 3 and file_rank("worker_12/out.txt") == 12
+
+
+def test_logs_dir_errors_name_the_path(tmp_path: Path) -> None:
+    with pytest.raises(LogInputError, match="not a directory"):
+        analyse_files(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(LogInputError, match="no log files"):
+        analyse_files(tmp_path / "empty")
+
+
+def test_hostile_logs_do_not_crash() -> None:
+    for text in ["", "\x00\x1b[31m" * 1000, "File \"x\", line 1, in y\n" * 5000, "[rank99999999999999999]: Error: x",
+                 "Root Cause (first observed failure):\n  rank      : 3 (local_rank: 3)\n" * 3]:
+        a = analyse_text(text)
+        a.to_json()
+        a.summary_lines()
+
+
+def _write_set(root: Path, labels: dict) -> None:
+    root.mkdir(exist_ok=True)
+    (root / "one.log").write_text(CRASH)
+    (root / "one.labels.json").write_text(json.dumps(labels))
+
+
+def test_eval_logs_measures_kept_lines_and_suspect(tmp_path: Path) -> None:
+    _write_set(tmp_path / "set", {"source": "made here: test", "failure_lines": [10], "suspect_rank": 1, "expected": [],
+                                  "stage": "step", "multi_rank": True})
+    rep = evaluate_logs(tmp_path / "set")
+    assert rep["kept_lines"] == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+    assert rep["suspect"] == {"right": 1, "of": 1, "accuracy": 1.0}
+    # labelling a consequence line as well: recall drops, the figures follow the labels
+    _write_set(tmp_path / "set", {"failure_lines": [10, 14], "suspect_rank": 0, "multi_rank": True})
+    rep = evaluate_logs(tmp_path / "set")
+    assert rep["kept_lines"]["recall"] == 0.5 and rep["suspect"]["right"] == 0
+
+
+def test_eval_logs_bad_sidecars_name_the_file(tmp_path: Path) -> None:
+    _write_set(tmp_path / "a", {"failure_lines": "10"})
+    with pytest.raises(LogEvalError, match=r"one\.labels\.json.*failure_lines"):
+        load_set(tmp_path / "a")
+    _write_set(tmp_path / "b", {"failure_lines": [999]})
+    with pytest.raises(LogEvalError, match=r"one\.log: labelled line\(s\) \[999\] beyond the end"):
+        evaluate_logs(tmp_path / "b")
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "x.log").write_text("x")
+    with pytest.raises(LogEvalError, match="no sidecar x.labels.json"):
+        load_set(tmp_path / "c")
+
+
+def test_the_labelled_set_meets_the_targets() -> None:
+    """eval/logs as committed: >= 40 logs (>= 20 posted, >= 15 made here), F1 >= 0.90 on dev and held-out."""
+    logs = load_set(ROOT / "eval" / "logs")
+    assert len(logs) >= 40
+    assert sum(1 for l in logs if l.source.startswith("https://")) >= 20
+    assert sum(1 for l in logs if l.source.startswith("made here:")) >= 15
+    rep = evaluate_logs(ROOT / "eval" / "logs")
+    assert rep["by_split"]["dev"]["f1"] >= 0.90 and rep["by_split"]["heldout"]["f1"] >= 0.90
+    assert rep["suspect"]["accuracy"] >= 0.85
+    assert rep["baseline"]["never_lower"]
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-m", "kb.cli", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_cli_bad_log_inputs_are_usage_errors(tmp_path: Path) -> None:
+    r = _cli("search", "--logs", str(tmp_path / "nope"))
+    assert r.returncode == 2 and "nope: not a directory" in r.stderr
+    r = _cli("search", "--logs", str(tmp_path), "some text")
+    assert r.returncode == 2 and "not both" in r.stderr
+    r = _cli("search", "x", "--baseline", str(tmp_path / "good.log"))
+    assert r.returncode == 2 and "good.log" in r.stderr
+    r = _cli("eval", "--logs", str(tmp_path / "nope"))
+    assert r.returncode == 2 and "not a directory of labelled logs" in r.stderr
+
+
+def test_logs_dir_hang_names_the_file_that_simply_stops(tmp_path: Path) -> None:
+    for rank in (0, 1, 2):
+        body = "step 3/10 loss=0.5\n"
+        body += ("RuntimeError: Timed out waiting 6000ms for recv operation to complete\n" if rank != 1
+                 else "entering all_reduce for bucket 7\n")
+        (tmp_path / f"rank{rank}.log").write_text(body)
+    a = analyse_files(tmp_path)
+    assert a.reduction.hang and a.verdict.suspect == 1
+    assert a.verdict.file == "rank1.log" and a.verdict.last_line == "entering all_reduce for bucket 7"
+    assert "rank 1 did not report the timeout" in a.verdict.why
+
+
+def test_logs_dir_first_failure_by_time_not_by_file_order(tmp_path: Path) -> None:
+    (tmp_path / "rank0.log").write_text("2026-12-02 11:30:05,100 ERROR ValueError: loss is nan after all-reduce\n")
+    (tmp_path / "rank1.log").write_text("2026-12-02 11:30:01,900 ERROR ValueError: grad norm is inf in layer 3\n")
+    a = analyse_files(tmp_path)
+    assert a.verdict.suspect == 1 and a.verdict.file == "rank1.log"
