@@ -74,7 +74,7 @@ def test_each_case_is_complete(cases) -> None:
         assert c.signatures or len(c.symptoms) >= 4, f"{c.id}: no signatures needs rich symptoms"
         assert len(c.symptoms) >= 3, c.id
         assert c.checks, f"{c.id}: no check"
-        assert c.kind == "curated" and c.checks, c.id
+        assert c.status == "reviewed" and c.reviewed, c.id
 
 
 def test_reviewed_cases_say_when(cases) -> None:

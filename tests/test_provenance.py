@@ -1,0 +1,95 @@
+"""Every signature of every built-in case says where its text comes from.
+
+A signature is either emitted by a line of some project's source (`<project> <path> @ <tag>`)
+or quoted verbatim in a real report (`report <URL>` of an issue, discussion or pull request).
+A message with neither is one written from memory, which the corpus must not contain.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kb.casefile import Case, parse_case_file, parse_case_text
+from kb.caseset import case_files
+
+ROOT = Path(__file__).resolve().parent.parent
+CASES = ROOT / "cases"
+
+SOURCE_FORM = re.compile(r"^\S+ \S+ @ \S+$")
+REPORT_FORM = re.compile(r"^report (https?://\S+)$")
+# an issue, discussion or pull-request page (GitHub; GitLab's issues and merge requests)
+REPORT_PAGE = re.compile(
+    r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull|discussions)/\d+([/#?]\S*)?$"
+    r"|^https://gitlab\.com/\S+/-/(issues|merge_requests)/\d+([/#?]\S*)?$"
+)
+
+
+def provenance_problems(case: Case) -> list[str]:
+    """What is wrong with the provenance of a case's signatures; empty when every one is sourced."""
+    problems: list[str] = []
+    for sig in case.signatures:
+        source = case.signature_sources.get(sig)
+        if source is None:
+            problems.append(f"{case.path}: signature {sig!r} has no source")
+            continue
+        report = REPORT_FORM.match(source)
+        if report:
+            if not REPORT_PAGE.match(report.group(1)):
+                problems.append(f"{case.path}: signature {sig!r}: report URL is not an issue/discussion/PR page: {source!r}")
+        elif not SOURCE_FORM.match(source):
+            problems.append(f"{case.path}: signature {sig!r}: source is neither '<project> <path> @ <tag>' nor 'report <URL>': {source!r}")
+    return problems
+
+
+def builtin_case_files() -> list[Path]:
+    # the same files kb loads (README.md and index.md are skipped there too)
+    return case_files(CASES)
+
+
+def test_the_builtin_tree_has_cases() -> None:
+    assert len(builtin_case_files()) >= 100
+
+
+@pytest.mark.parametrize("path", builtin_case_files(), ids=lambda p: p.stem)
+def test_every_signature_has_a_source(path: Path) -> None:
+    case, problems = parse_case_file(path)
+    assert case is not None, [str(p) for p in problems]
+    assert provenance_problems(case) == []
+
+
+def _case(signatures_yaml: str) -> Case:
+    text = (
+        "---\nid: x-case\ntitle: t\ncategory: config\n"
+        f"signatures:\n{signatures_yaml}"
+        "symptoms: [s]\nsources: [https://example.org]\n---\n"
+        "# t\n\n## Symptoms\ns\n\n## Causes\nc\n\n## Fix\nf\n\n## Verify\nv\n"
+    )
+    case, problems = parse_case_text(Path("x-case.md"), text)
+    assert case is not None, [str(p) for p in problems]
+    return case
+
+
+def test_a_plain_signature_is_reported_as_unsourced() -> None:
+    case = _case('  - "Some error text written from memory"\n')
+    assert len(provenance_problems(case)) == 1
+    assert "has no source" in provenance_problems(case)[0]
+
+
+def test_source_forms_accepted_and_rejected() -> None:
+    good = _case(
+        '  - text: "unhandled system error"\n    source: "pytorch torch/csrc/distributed/c10d/NCCLUtils.hpp @ v2.6.0"\n'
+        '  - regex: "NCCL error in: \\\\S+"\n    source: "report https://github.com/verl-project/verl/issues/108"\n'
+        '  - text: "another message"\n    source: "report https://github.com/vllm-project/vllm/pull/19105#issuecomment-1"\n'
+    )
+    assert provenance_problems(good) == []
+    bad = _case(
+        '  - text: "unhandled system error"\n    source: "torch NCCLUtils.hpp"\n'
+        '  - text: "another message"\n    source: "report https://stackoverflow.com/questions/1"\n'
+        '  - text: "third message"\n    source: "report https://github.com/verl-project/verl/blob/main/setup.py"\n'
+    )
+    found = provenance_problems(bad)
+    assert len(found) == 3
+    assert "neither" in found[0] and "not an issue" in found[1] and "not an issue" in found[2]
