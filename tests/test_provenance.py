@@ -18,8 +18,11 @@ from kb.caseset import case_files
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "cases"
 
-SOURCE_FORM = re.compile(r"^\S+ \S+ @ \S+$")
-REPORT_FORM = re.compile(r"^report (https?://\S+)$")
+# `<project> <path> @ <tag>`, optionally with a short note in parentheses (the
+# function or the wording); several emitting places are separated by "; ".
+_ONE_SOURCE = r"\S+ \S+ @ [^\s,;()]+(?:(?:,| and|, and) [^\s,;()]+)*(?: \([^()]*\))?"
+SOURCE_FORM = re.compile(rf"^{_ONE_SOURCE}(?:; {_ONE_SOURCE})*$")
+REPORT_FORM = re.compile(r"^report (https?://\S+)(?: \([^()]*\))?$")
 # an issue, discussion or pull-request page (GitHub; GitLab's issues and merge requests)
 REPORT_PAGE = re.compile(
     r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull|discussions)/\d+([/#?]\S*)?$"
