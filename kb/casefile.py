@@ -114,6 +114,9 @@ class Case:
     folder: Path | None = None
     replaces: Path | None = None
     replaces_layer: str = ""
+    # SHA-256 of the folder's case files exactly as they were read for this load
+    # (kb.trust.FolderDigest): trust is judged on the bytes that were parsed.
+    folder_hash: str = ""
 
     def section(self, name: str) -> str:
         return self.sections.get(name, "")
@@ -568,18 +571,29 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
 MAX_CASE_BYTES = 2_000_000
 
 
-def parse_case_file(path: Path) -> tuple[Case | None, list[Problem]]:
-    """Read and parse a case file; unreadable or oversized files are problems, not crashes."""
+def read_case_bytes(path: Path) -> tuple[bytes | None, list[Problem]]:
+    """The file's bytes, or None and a problem (unreadable, or over MAX_CASE_BYTES)."""
     try:
         size = path.stat().st_size
         if size > MAX_CASE_BYTES:
             return None, [Problem(path, 1, f"case file is {size} bytes; the limit is {MAX_CASE_BYTES} (a case is a page, not a log)")]
-        raw = path.read_bytes()
+        return path.read_bytes(), []
     except OSError as exc:
         return None, [Problem(path, 1, f"cannot read: {exc.strerror or exc}")]
+
+
+def parse_case_bytes(path: Path, raw: bytes) -> tuple[Case | None, list[Problem]]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         return None, [Problem(path, line, f"not valid UTF-8 (byte {exc.start})")]
     return parse_case_text(path, text)
+
+
+def parse_case_file(path: Path) -> tuple[Case | None, list[Problem]]:
+    """Read and parse a case file; unreadable or oversized files are problems, not crashes."""
+    raw, problems = read_case_bytes(path)
+    if raw is None:
+        return None, problems
+    return parse_case_bytes(path, raw)

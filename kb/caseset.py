@@ -16,7 +16,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .casefile import PLACEHOLDER_RE, Case, Check, Problem, parse_case_file
+from .casefile import PLACEHOLDER_RE, Case, Check, Problem, parse_case_bytes, read_case_bytes
+from .digest import FolderDigest
 from .paths import builtin_cases_dir
 
 IGNORED_NAMES = {"README.md", "index.md"}
@@ -111,12 +112,17 @@ def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) ->
         if not folder.is_dir():
             result.problems.append(Problem(folder, 0, "case folder does not exist or is not a folder"))
             continue
+        digest = FolderDigest(folder)
+        loaded: list[Case] = []
         for path in case_files(folder):
-            case, problems = parse_case_file(path)
-            result.problems.extend(problems)
+            raw, problems = read_case_bytes(path)
+            digest.add(path, raw)  # the same bytes that are parsed: trust is judged on what runs
+            case, more = parse_case_bytes(path, raw) if raw is not None else (None, [])
+            result.problems.extend(problems + more)
             if case is None:
                 continue
             case.layer, case.folder = layer.source, folder
+            loaded.append(case)
             earlier = where.get(case.id)
             if earlier is None:
                 where[case.id] = case
@@ -134,6 +140,8 @@ def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) ->
                 result.problems.append(
                     Problem(path, 1, f"duplicate id {case.id!r}: also defined in {earlier.path} (set 'overrides: true' to replace it on purpose)")
                 )
+        for case in loaded:
+            case.folder_hash = digest.hexdigest()
     result.cases = sorted(where.values(), key=lambda c: (c.category, c.id))
     return result
 

@@ -15,7 +15,6 @@ after seeing the code (`kb run` on a terminal, the app's dialog); `kb run
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import shlex
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from typing import Any
 
 from .casefile import Case
 from .caseset import case_files
+from .digest import FolderDigest
 from .paths import builtin_cases_dir, data_dir
 
 TRUST_FILE = "trust.json"
@@ -64,17 +64,12 @@ def _resolved(folder: Path) -> Path:
 
 
 def folder_hash(folder: Path) -> str:
-    """SHA-256 over the folder's case files: each relative path and the SHA-256 of its bytes, sorted."""
+    """SHA-256 over the folder's case files as they are now (kb.digest.FolderDigest)."""
     root = _resolved(folder)
-    outer = hashlib.sha256()
+    digest = FolderDigest(root)
     for path in case_files(root):
-        try:
-            data = path.read_bytes()
-        except OSError:
-            data = b"<unreadable>"
-        outer.update(str(path.relative_to(root)).encode("utf-8", "surrogateescape") + b"\0")
-        outer.update(hashlib.sha256(data).hexdigest().encode() + b"\n")
-    return outer.hexdigest()
+        digest.add(path, None)
+    return digest.hexdigest()
 
 
 def _load() -> dict[str, dict[str, str]]:
@@ -116,18 +111,22 @@ def _locked() -> Any:
     return FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT)
 
 
-def trust_folder(folder: Path) -> TrustRecord:
-    """Record that the user trusts `folder` with its current content; returns the record."""
+def trust_folder(folder: Path, digest: str | None = None) -> TrustRecord:
+    """Record that the user trusts `folder`; returns the record.
+
+    `digest` is the hash of the content the user was shown (Case.folder_hash,
+    or the CLI's own read); without it the folder is hashed now. Recording what
+    was shown means a file swapped in between showing and trusting stays untrusted.
+    """
     root = _resolved(folder)
     if not root.is_dir():
         raise NotADirectoryError(f"{root} is not a folder")
-    digest = folder_hash(root)
+    digest = digest or folder_hash(root)
     when = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     with _locked():
         folders = _load()
         folders[str(root)] = {"hash": digest, "trusted_at": when}
         _save(folders)
-    _cache.clear()
     return TrustRecord(root, digest, when, True)
 
 
@@ -140,7 +139,6 @@ def revoke_folder(folder: Path) -> bool:
             return False
         del folders[key]
         _save(folders)
-    _cache.clear()
     return True
 
 
@@ -153,35 +151,8 @@ def list_trusted() -> list[TrustRecord]:
     return out
 
 
-# Hashing a folder reads every case file; a process asks for each case, so the
-# answer is kept per folder for the life of the process, keyed by the files'
-# sizes and mtimes so that an edit (in the app, say) is noticed.
-_cache: dict[str, tuple[Any, str]] = {}
-
-
-def _stat_key(root: Path) -> Any:
-    out = []
-    for path in case_files(root):
-        try:
-            st = path.stat()
-        except OSError:
-            continue
-        out.append((str(path), st.st_size, st.st_mtime_ns))
-    return tuple(out)
-
-
-def _current_hash(root: Path) -> str:
-    key = _stat_key(root)
-    cached = _cache.get(str(root))
-    if cached is not None and cached[0] == key:
-        return cached[1]
-    digest = folder_hash(root)
-    _cache[str(root)] = (key, digest)
-    return digest
-
-
-def folder_state(folder: Path | None, layer: str = "") -> TrustState:
-    """Is this case folder trusted now?"""
+def folder_state(folder: Path | None, layer: str = "", loaded_hash: str = "") -> TrustState:
+    """Is this case folder trusted? `loaded_hash`: the folder's hash as the cases were loaded (else read now)."""
     if layer == BUILTIN or is_builtin(folder):
         return TrustState(True, "built-in cases", folder)
     if folder is None:
@@ -190,7 +161,9 @@ def folder_state(folder: Path | None, layer: str = "") -> TrustState:
     rec = _load().get(str(root))
     if rec is None:
         return TrustState(False, "folder not trusted", root)
-    if not root.is_dir() or _current_hash(root) != rec["hash"]:
+    # Never cached by size and mtime: whoever can write the folder can keep those
+    # (touch -r). Read afresh (about 1.3 s per 10,000 case files) only without a loaded hash.
+    if not root.is_dir() or (loaded_hash or folder_hash(root)) != rec["hash"]:
         return TrustState(False, "folder changed since it was trusted", root)
     return TrustState(True, "trusted folder", root)
 
@@ -198,8 +171,5 @@ def folder_state(folder: Path | None, layer: str = "") -> TrustState:
 def case_trust(case: Case) -> TrustState:
     """Trust of the folder a case was loaded from (kb.caseset.load_cases records it)."""
     folder = case.folder if case.folder is not None else case.path.parent
-    return folder_state(folder, case.layer)
-
-
-def clear_cache() -> None:
-    _cache.clear()
+    # The hash of the bytes that were parsed (load_cases), so what is judged is what runs.
+    return folder_state(folder, case.layer, case.folder_hash)

@@ -290,3 +290,17 @@ def test_app_run_dialog_says_untrusted_shows_code_visibly_and_can_trust(team: tu
     asyncio.run(drive())
     assert answers == [True]
     assert case_trust(case).trusted  # recorded with the folder's current content
+
+
+def test_trust_is_judged_on_the_bytes_that_were_loaded(team: tuple[Path, Path]) -> None:
+    """A file swapped after loading: the loaded cases keep the loaded hash; trusting them records that hash."""
+    from kb.trust import case_trust, folder_hash, trust_folder
+
+    folder, marker = team
+    case = load_cases().get("team-widget-broken")
+    path = folder / "config" / "team-widget-broken.md"
+    path.write_text(path.read_text(encoding="utf-8").replace("exit 1", "exit 1 # swapped"), encoding="utf-8")
+    assert folder_hash(folder) != case.folder_hash
+    trust_folder(folder, case.folder_hash)  # what the user was shown
+    assert case_trust(case).trusted  # the loaded (shown) code is trusted...
+    assert not case_trust(load_cases().get("team-widget-broken")).trusted  # ...the swapped file is not

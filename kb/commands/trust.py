@@ -6,8 +6,9 @@ import argparse
 import shlex
 from pathlib import Path
 
-from ..casefile import parse_case_file
+from ..casefile import parse_case_bytes, read_case_bytes
 from ..caseset import case_files
+from ..digest import FolderDigest
 from ..errors import EXIT_OK, UsageError
 from ..safe_text import dumps, visible
 from ..trust import is_builtin, list_trusted, revoke_folder, trust_folder, trust_path
@@ -22,15 +23,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _summary(folder: Path) -> tuple[int, list[str]]:
-    """(case files, 'id / check' of every check) in the folder: what trusting it lets run."""
+def _summary(folder: Path) -> tuple[int, list[str], str]:
+    """(case files, 'id / check' of every check, hash of exactly the bytes read): what trusting it lets run."""
     files = case_files(folder)
+    digest = FolderDigest(folder)
     checks: list[str] = []
     for path in files:
-        case, _problems = parse_case_file(path)
+        raw, _problems = read_case_bytes(path)
+        digest.add(path, raw)
+        case = parse_case_bytes(path, raw)[0] if raw is not None else None
         if case is not None:
             checks += [f"{case.id} / {c.name}{' (doctor)' if c.doctor else ''}" for c in case.checks]
-    return len(files), checks
+    return len(files), checks, digest.hexdigest()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,9 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if is_builtin(folder):
         print("The built-in cases are always trusted; nothing to record.")
         return EXIT_OK
-    n_files, checks = _summary(folder.expanduser().resolve())
+    n_files, checks, digest = _summary(folder.expanduser().resolve())
     try:
-        record = trust_folder(folder)
+        record = trust_folder(folder, digest)  # the content just listed, not a second read
     except OSError as exc:
         raise UsageError(f"cannot update {trust_path()}: {exc}") from exc
     if args.json:

@@ -197,7 +197,8 @@ class ConfirmRunScreen(ModalScreen[bool]):
             self.action_confirm()  # says what to fill in
             return
         try:
-            trust_folder(self.trust.folder)
+            # The content this dialog showed (as loaded), not whatever is on disk now.
+            trust_folder(self.trust.folder, self.case.folder_hash or None)
         except OSError as exc:
             self.notify(visible(f"could not record trust: {exc}"), severity="error")
             return
