@@ -67,14 +67,14 @@ def test_each_case_is_complete(cases) -> None:
         assert any(CJK.search(s) for s in c.symptoms), f"{c.id}: no Chinese symptom"
         if c.kind == "light":
             # a light entry: one root cause with its verbatim signature, cause, fix and versions
-            assert c.signatures, f"{c.id}: a light entry needs its signature"
+            assert c.signatures or len(c.symptoms) >= 3, f"{c.id}: a light entry needs its signature (or symptoms, when nothing is printed)"
             assert c.versions, f"{c.id}: a light entry says which versions it applies to"
             assert c.section("Causes") and c.section("Fix"), c.id
             continue
-        assert c.signatures or len(c.symptoms) >= 4, f"{c.id}: no signatures needs rich symptoms"
+        assert c.signatures or len(c.symptoms) >= (4 if c.status == "reviewed" else 3), f"{c.id}: no signatures needs rich symptoms"
         assert len(c.symptoms) >= 3, c.id
         assert c.checks, f"{c.id}: no check"
-        assert c.status == "reviewed" and c.reviewed, c.id
+        assert c.status in ("reviewed", "draft"), c.id
 
 
 def test_reviewed_cases_say_when(cases) -> None:
