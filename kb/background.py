@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 HEALTHY_SUFFIXES = (".log", ".txt")
 MAX_HEALTHY_BYTES = 8 * 1024 * 1024  # per file: the corpus is a few hundred lines, not a dump
-MIN_SPECIFIC_CHARS = 10  # characters of non-generic words a strong signature keeps
+MIN_SPECIFIC_LITERAL = 4  # characters of non-generic words a literal keeps (a module name is enough)
+MIN_SPECIFIC_REGEX = 8  # a pattern with wildcards needs more fixed text to be specific
 
 # Words that occur in errors of every kind: a signature made only of these
 # (plus a short name) says little about which case it is.
@@ -159,7 +160,7 @@ def generic_findings(docs: list[CaseDoc]) -> list[Finding]:
     for doc in docs:
         for sig in doc["signatures"]:
             n = specific_chars(sig)
-            if n < MIN_SPECIFIC_CHARS:
+            if n < (MIN_SPECIFIC_REGEX if sig.startswith(REGEX_PREFIX) else MIN_SPECIFIC_LITERAL):
                 out.append(Finding(doc["id"], sig, "generic", f"only {n} characters beyond generic words"))
     return out
 

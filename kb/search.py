@@ -23,8 +23,15 @@ from .documents import CaseDoc
 from .index import LoadedIndex, open_index
 from .signals import Signals, extract
 from .signatures import SignatureHit, SignatureMatcher, signature_score
+# --- calibration (issue 13): stack detection, weak signatures, fitted confidence
+from .stack import StackVerdict, detect as detect_stack
+from .confidence import Evidence, Model, ModelFileError, load_model
+# --- end calibration
 
 SCORERS = ("signature", "lexical", "dense")
+WEAK_CROSS_CHECK_MAX_CASES = 5000  # above this only the generic-words test marks weak signatures
+DECLINE_QUESTION = ("Which stage fails: rollout (generation), training (actor/critic update) or checkpoint "
+                    "(save/load)? And which engine: vLLM, SGLang, or HF? Paste the error lines if there are any.")
 DENSE_NEIGHBOURS = 160  # nearest vectors read per query (a case has ~11)
 
 
@@ -56,9 +63,10 @@ class Result:
     scores: dict[str, float]
     why: list[str]
     matched_lines: list[str] = field(default_factory=list)
+    p_right: float | None = None  # calibrated chance this answer is right (top result only)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "title": self.title,
             "category": self.category,
@@ -68,6 +76,9 @@ class Result:
             "scores": {k: round(v, 4) for k, v in self.scores.items()},
             "matched_lines": self.matched_lines,
         }
+        if self.p_right is not None:
+            out["p_right"] = round(self.p_right, 4)
+        return out
 
 
 @dataclass
@@ -79,9 +90,14 @@ class Answer:
     searched_for: list[str]  # the extracted lines shown to the user
     dense_used: bool
     notes: list[str] = field(default_factory=list)
+    # --- calibration (issue 13)
+    stack: StackVerdict | None = None  # which software stack the paste comes from
+    nearest: list[Result] = field(default_factory=list)  # when declined: the closest cases, not a match
+    question: str = ""  # when declined without an error line: one question to narrow it down
+    evidence: Evidence | None = None  # what the confidence model read (for `kb eval --fit`)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "query": self.query,
             "abstained": self.abstained,
             "results": [r.to_json() for r in self.results],
@@ -89,6 +105,13 @@ class Answer:
             "dense": self.dense_used,
             "notes": self.notes,
         }
+        if self.stack is not None:
+            out["stack"] = self.stack.to_json()
+        if self.abstained:
+            out["nearest"] = [{"id": r.id, "title": r.title, "score": round(r.score, 4)} for r in self.nearest]
+            if self.question:
+                out["question"] = self.question
+        return out
 
 
 @dataclass
@@ -105,6 +128,7 @@ class RawScores:
     cos: np.ndarray | None = None
     best_row: np.ndarray | None = None
     timed_out: list[str] = field(default_factory=list)  # regex signatures skipped for running too long
+    weak_only: set[int] = field(default_factory=set)  # rows whose signature hits are all broad/generic
 
 
 def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -147,6 +171,9 @@ class Engine:
         self._position = {d["id"]: i for i, d in enumerate(self.docs)}  # case id -> row of every score array
         self.lexical = index.lexical_index()
         self.matcher = SignatureMatcher(self.docs)
+        self._weak: dict[tuple[str, str], str] | None = None  # calibration: (case, signature) -> why it is weak
+        self._model: Model | None = None
+        self._model_error = ""
         self._encoder: Any = None
         self._encoder_error: str = ""
         self._lock = threading.Lock()
@@ -216,8 +243,11 @@ class Engine:
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
             raw.hits = self.matcher.match(lines, raw.timed_out)
             sig = np.zeros(n, dtype=np.float32)
+            weak = self.weak_signatures()
             for cid, h in raw.hits.items():
                 sig[self._position[cid]] = signature_score(h)
+                if all((cid, x.signature) in weak for x in h):
+                    raw.weak_only.add(self._position[cid])
             raw.signature = sig
         rest = "\n".join(t for t in (signals.rest_text, context) if t)
         if "lexical" in use:
@@ -248,8 +278,26 @@ class Engine:
             results.append(self._result(int(i), float(fused[i]), parts, hits, terms, best_row))
         top = results[0].score if results else 0.0
         abstained = abstain and top < w.abstain_below
+        # --- calibration (issue 13): other stacks are declined, the top answer's confidence is fitted
+        stack = detect_stack(text)
+        evidence = self._evidence(raw, fused, parts, order, stack) if results else None
+        model = self.model()
+        if results and evidence is not None and model is not None:
+            level, p = model.level(evidence)
+            results[0].confidence, results[0].p_right = level, p
+            for r in results[1:]:  # a runner-up is never more certain than the top answer
+                r.confidence = "low" if level == "low" or r.score < results[0].score - 0.1 else "medium"
+        if abstain and stack.foreign:
+            abstained = True
+        nearest = results[:3] if abstained else []
+        question = "" if not abstained or stack.foreign or signals.error_lines else DECLINE_QUESTION
+        # --- end calibration
         searched = [l.text.strip() for l in signals.error_lines][:12] or [signals.focus_text.strip()[:300]]
         notes = list(self.index.status.notes)
+        if stack.foreign:
+            notes.append(f"this looks like {stack.label} output, not verl's stack (saw: {stack.evidence[:120]}); kb's cases do not cover it")
+        if self._model_error:
+            notes.append(self._model_error)
         if self.index.status.problems:
             notes.append(f"{len(self.index.status.problems)} case file(s) skipped because of errors; run `kb check`")
         if "dense" in use and raw.cos is None:
@@ -258,7 +306,49 @@ class Engine:
             notes.append(f"{len(raw.timed_out)} regex signature(s) skipped for taking too long (run `kb check`): " + ", ".join(s[:60] for s in raw.timed_out[:3]))
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
-        return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes)
+        return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes,
+                      stack=stack, nearest=nearest, question=question, evidence=evidence)
+
+    # ------------------------------------------------------------ calibration (issue 13)
+
+    def weak_signatures(self) -> dict[tuple[str, str], str]:
+        """(case id, signature) -> why it is weak evidence; computed once per engine."""
+        if self._weak is None:
+            from .background import generic_findings, weak_signatures  # noqa: PLC0415
+
+            if len(self.docs) <= WEAK_CROSS_CHECK_MAX_CASES:
+                self._weak = weak_signatures(self.docs)
+            else:  # the cross-case test is quadratic-ish; very large corpora keep the generic test only
+                self._weak = {(f.case_id, f.signature): f"generic: {f.detail}" for f in generic_findings(self.docs)}
+        return self._weak
+
+    def model(self) -> Model | None:
+        """The fitted confidence model (kb/confidence.json); None, with a note, if it is unusable."""
+        if self._model is None and not self._model_error:
+            try:
+                self._model = load_model()
+            except ModelFileError as exc:
+                self._model_error = f"confidence model unusable, falling back to score bands: {exc}"
+        return self._model
+
+    def _evidence(self, raw: "RawScores", fused: np.ndarray, parts: dict[str, np.ndarray], order: np.ndarray, stack: StackVerdict) -> Evidence:
+        i = int(order[0])
+        second = float(fused[int(order[1])]) if len(order) > 1 else 0.0
+        sig = parts.get("signature")
+        weak_only = i in raw.weak_only
+        rival = sig is not None and bool(np.any(np.delete(sig, i) > 0))
+        return Evidence(
+            sig_strong=float(sig[i]) if sig is not None and not weak_only else 0.0,
+            sig_weak_only=1.0 if weak_only else 0.0,
+            sig_rival=1.0 if rival else 0.0,
+            lexical=float(parts["lexical"][i]) if "lexical" in parts else 0.0,
+            dense=float(parts["dense"][i]) if "dense" in parts else 0.0,
+            fused=float(fused[i]),
+            margin=float(fused[i]) - second,
+            error_line=1.0 if raw.signals.error_lines else 0.0,
+            foreign=min(1.0, stack.foreign_score / 4.0) if not stack.foreign else 1.0,
+            unexplained_error=1.0 if raw.signals.error_lines and (sig is None or sig[i] <= 0) else 0.0,
+        )
 
     def _result(self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray) -> Result:
         doc = self.docs[i]
