@@ -235,6 +235,16 @@ class Engine:
         """Run the scorers; raw numbers, not yet normalised or fused."""
         signals = extract(text)
         focus = signals.focus_text
+        # --- calibration (issue 13): a follow-up without error lines of its own refines the same
+        # problem, so the conversation's error lines stay the evidence (signatures, focus) and the
+        # new words join them; before, they replaced them and an agreeing follow-up lost confidence.
+        if context.strip() and not signals.error_lines:
+            earlier = extract(context)
+            if earlier.error_lines:
+                signals = extract(f"{context}\n{text}")
+                focus = f"{earlier.focus_text}\n{text}"
+                context = earlier.rest_text
+        # --- end calibration
         n = len(self.docs)
         raw = RawScores(signals=signals, n=n)
         if "signature" in use:
