@@ -292,7 +292,11 @@ class Engine:
         stack = detect_stack(text)
         evidence = self._evidence(raw, fused, parts, order, stack) if results else None
         model = self.model()
-        if results and evidence is not None and model is not None:
+        # The model was fitted with all three scorers; without the dense one its inputs are off
+        # the fitted range, so the score bands stay (a broad signature alone still cannot give high).
+        if results and evidence is not None and (model is None or raw.cos is None) and evidence.sig_weak_only and results[0].confidence == "high":
+            results[0].confidence = "medium"
+        if results and evidence is not None and model is not None and raw.cos is not None:
             level, p = model.level(evidence)
             results[0].confidence, results[0].p_right = level, p
             for r in results[1:]:  # a runner-up is never more certain than the top answer

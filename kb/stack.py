@@ -76,6 +76,9 @@ _FOREIGN: list[tuple[str, str, int]] = [
     ("docker-build", r"^#\d+ \[[\w\s/-]*\d+/\d+\] ", 2),
     ("docker-build", r"^(?:ERROR: )?failed to solve: ", 2),
     ("docker-build", r"\bfailed to register layer\b|\bError processing tar file\b", 2),
+    # R
+    ("r", r"^Error in [\w.:]+\(.*\) ?:", 2),
+    ("r", r"^Execution halted$", 2),
     # PHP / Ruby
     ("php", r"^PHP (?:Fatal|Parse|Warning) ", 2),
     ("ruby", r"^\S+\.rb:\d+:in `", 2),
@@ -110,6 +113,7 @@ LABELS = {
     "nginx": "nginx",
     "apache": "Apache httpd",
     "docker-build": "docker build",
+    "r": "R",
     "php": "PHP",
     "ruby": "Ruby",
     "dotnet": ".NET",

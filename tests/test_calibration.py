@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -338,3 +339,53 @@ def test_dev_floors_and_calibration(engine) -> None:
     cal = report["calibration"]
     assert cal["levels"]["high"]["precision"] >= 0.95 and cal["levels"]["high"]["wrong"] <= 2
     assert cal["no_case"]["declined_or_low_share"] >= 0.85
+
+
+# ---------------------------------------------------------------- the app
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def _send(pilot, text: str):  # noqa: ANN001, ANN202
+    from tui.widgets.prompt import PromptArea
+
+    app = pilot.app
+    end = time.monotonic() + 60
+    while app.caseset is None:
+        assert time.monotonic() < end, "the app did not load the cases"
+        await pilot.pause(0.05)
+    prompt = app.chat.query_one(PromptArea)
+    prompt.focus()
+    prompt.load_text(text)
+    before = len(app.chat.conv.turns)
+    await pilot.press("enter")
+    while len(app.chat.conv.turns) <= before or app.chat.conv.turns[-1].pending:
+        assert time.monotonic() < end, "no answer"
+        await pilot.pause(0.05)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    return app.chat.conv.turns[-1]
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_app_agreeing_follow_up_keeps_confidence_and_decline_says_the_stack(engine) -> None:
+    from tui.app import KbApp
+
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=(120, 50)) as pilot:
+        first = await _send(pilot, NCCL)
+        top = first.answer.results[0]
+        assert top.id == "nccl-unhandled-system-error" and top.confidence == "high"
+        follow = await _send(pilot, "also seen on 2 nodes with RoCE")
+        assert follow.context and follow.answer.results[0].id == top.id
+        assert follow.answer.results[0].confidence == "high"
+        assert follow.answer.results[0].p_right >= top.p_right - 0.02
+        await pilot.press("ctrl+n")
+        other = await _send(pilot, PSQL)
+        assert other.answer.abstained and other.answer.stack.name == "postgresql"
+        shown = " ".join(str(w.render()) for w in app.chat.query(".abstain"))
+        assert "PostgreSQL" in shown and "nearest, not a match" in shown
