@@ -44,7 +44,7 @@ GENERIC_WORDS = frozenset(
     no module named modulenotfounderror importerror cannot import name from
     runtimeerror valueerror typeerror keyerror attributeerror assertionerror indexerror
     oserror ioerror notimplementederror filenotfounderror permissionerror memoryerror
-    raytaskerror rayactorerror actordiederror exceptions ray task actor worker
+    raytaskerror rayactorerror actordiederror exceptions ray task actor worker system_error exit type died
     cuda out of memory the a an of to in is not for with on at by be was
     object has attribute has no unexpected invalid call last most recent file line
     """.split()

@@ -42,6 +42,7 @@ class Outcome:
     right: bool  # top answer is one of the expected cases
     evidence: Evidence | None
     stack: str = "python"
+    unloaded: bool = False  # labelled with a case this corpus lacks (left out of the fit)
 
 
 def _share(a: int, b: int) -> float:
@@ -68,6 +69,8 @@ def ece_bins(ps: list[float], right: list[bool], bins: int = BINS) -> tuple[floa
 
 def summarize(outcomes: list[Outcome], in_scope_rows: int, covered_rows: int) -> dict[str, Any]:
     """The calibration block of `kb eval`'s report."""
+    unloaded = [o for o in outcomes if o.unloaded]
+    outcomes = [o for o in outcomes if not o.unloaded]  # judged apart: their case is not in this corpus
     answered = [o for o in outcomes if not o.declined]
     levels = {}
     for lv in LEVELS:
@@ -92,6 +95,12 @@ def summarize(outcomes: list[Outcome], in_scope_rows: int, covered_rows: int) ->
             "declined_share": _share(declined, len(nocase)),
             "declined_or_low_share": _share(declined + low, len(nocase)),
             "high": sum(1 for o in nocase if not o.declined and o.level == "high"),
+        },
+        "case_not_loaded": {
+            "queries": len(unloaded),
+            "declined": sum(1 for o in unloaded if o.declined),
+            **{lv: sum(1 for o in unloaded if not o.declined and o.level == lv) for lv in LEVELS},
+            "high_ids": sorted(o.id for o in unloaded if not o.declined and o.level == "high"),
         },
         "other_stacks_seen": stacks,
         "ece": ece,
@@ -128,6 +137,11 @@ def format_calibration(cal: dict[str, Any]) -> list[str]:
     nc = cal["no_case"]
     lines.append(f"no-case queries: {nc['queries']}; declined {nc['declined']} ({nc['declined_share']:.0%}), "
                  f"declined or low {nc['declined'] + nc['answered_low']} ({nc['declined_or_low_share']:.0%}), high {nc['high']}")
+    nl = cal.get("case_not_loaded", {})
+    if nl.get("queries"):
+        lines.append(f"rows naming a case not loaded here (left out above): {nl['queries']}; declined {nl['declined']}, "
+                     f"low {nl['low']}, medium {nl['medium']}, high {nl['high']}"
+                     + (f" ({', '.join(nl['high_ids'][:5])})" if nl["high_ids"] else ""))
     if cal["other_stacks_seen"]:
         lines.append("other stacks recognised: " + ", ".join(f"{k} {v}" for k, v in sorted(cal["other_stacks_seen"].items())))
     cov = cal["coverage"]
@@ -181,8 +195,14 @@ def diagram_svg(cal: dict[str, Any], title: str) -> str:
 # ---------------------------------------------------------------- the fit
 
 
+def _fit_rows(outcomes: list[Outcome]) -> list[Outcome]:
+    """Answered queries with a clear label here: rows naming a case this corpus lacks are neither
+    right nor honestly wrong (a near case may resolve them too), so they wait for a refit after the merge."""
+    return [o for o in outcomes if not o.declined and o.evidence is not None and not o.unloaded]
+
+
 def _xy(outcomes: list[Outcome]) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    rows = [o for o in outcomes if not o.declined and o.evidence is not None]
+    rows = _fit_rows(outcomes)
     X = np.array([o.evidence.vector() for o in rows]) if rows else np.zeros((0, len(FEATURES)))  # type: ignore[union-attr]
     y = np.array([1.0 if o.right else 0.0 for o in rows])
     return X, y, [o.group for o in rows]
@@ -190,7 +210,7 @@ def _xy(outcomes: list[Outcome]) -> tuple[np.ndarray, np.ndarray, list[str]]:
 
 def fit(outcomes: list[Outcome], k: int = 5, sources: list[str] | None = None) -> tuple[Model, dict[str, Any]]:
     """Fit the confidence model; thresholds and the reported figures come from held-out folds."""
-    rows = [o for o in outcomes if not o.declined and o.evidence is not None]
+    rows = _fit_rows(outcomes)
     X, y, groups = _xy(outcomes)
     if len(rows) < 10 or y.sum() < 3 or (len(y) - y.sum()) < 3:
         raise ValueError(f"too few answered queries to fit ({len(rows)}, {int(y.sum())} right): label more data")
@@ -209,7 +229,7 @@ def fit(outcomes: list[Outcome], k: int = 5, sources: list[str] | None = None) -
     # held-out figures at the chosen thresholds
     is_high = held >= high
     is_low = held < low
-    nocase_all = [o for o in outcomes if not o.covered]
+    nocase_all = [o for o in outcomes if not o.covered and not o.unloaded]
     nocase_declined = sum(1 for o in nocase_all if o.declined)
     nocase_low = int((is_low & nocase).sum())
     ece, _ = ece_bins(list(held), list(right))
@@ -234,10 +254,11 @@ def fit(outcomes: list[Outcome], k: int = 5, sources: list[str] | None = None) -
     meta = {
         "fitted": _dt.date.today().isoformat(),
         "fitted_on": {"files": sources or [], "queries": len(outcomes), "answered": len(rows), "right": int(y.sum()),
-                      "no_case": len(nocase_all), "declined": sum(1 for o in outcomes if o.declined)},
+                      "no_case": len(nocase_all), "declined": sum(1 for o in outcomes if o.declined),
+                      "left_out_case_not_loaded": sum(1 for o in outcomes if o.unloaded)},
         "held_out": held_out,
         "how": "logistic regression (L2 0.05, gradient descent), features of the top case; thresholds from "
-               "held-out predictions: high = lowest p with precision >= 0.95 and <= 2 wrong, low = 90th percentile "
+               "held-out predictions: high = lowest p (>= 0.5) whose held-out answers at or above it are >= 95 % right, low = 90th percentile "
                "of the no-case queries' p",
     }
     return Model(w, float(b), high, low, meta), held_out

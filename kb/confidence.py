@@ -149,8 +149,9 @@ def grouped_folds(groups: list[str], k: int, seed: int = 13) -> list[np.ndarray]
     return [np.where(idx == f)[0] for f in range(k)]
 
 
-def pick_high(p: np.ndarray, right: np.ndarray, precision: float = 0.95, max_wrong: int = 2) -> float:
-    """The lowest p threshold whose answers at or above it are >= `precision` right with <= `max_wrong` wrong.
+def pick_high(p: np.ndarray, right: np.ndarray, precision: float = 0.95, max_wrong: int | None = None, floor: float = 0.5) -> float:
+    """The lowest p threshold (>= `floor`) whose answers at or above it are >= `precision` right
+    (and, when given, with <= `max_wrong` wrong).
 
     Scans from the top; returns 1.01 (nothing is high) when no threshold qualifies.
     """
@@ -162,7 +163,9 @@ def pick_high(p: np.ndarray, right: np.ndarray, precision: float = 0.95, max_wro
         # a threshold must sit between distinct p values
         if n < len(order) and p[order[n]] == p[i]:
             continue
-        if wrong <= max_wrong and (n - wrong) / n >= precision:
+        if p[i] < floor:
+            break
+        if (max_wrong is None or wrong <= max_wrong) and (n - wrong) / n >= precision:
             best = float(p[i])
     return best
 

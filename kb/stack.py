@@ -50,7 +50,8 @@ _FOREIGN: list[tuple[str, str, int]] = [
     # Kubernetes
     ("kubernetes", r"\bCrashLoopBackOff\b", 2),
     ("kubernetes", r"\bBack-off restarting failed container\b", 2),
-    ("kubernetes", r"\b(?:ImagePullBackOff|ErrImagePull|CreateContainerConfigError|OOMKilled)\b", 2),
+    ("kubernetes", r"\b(?:ImagePullBackOff|ErrImagePull|CreateContainerConfigError)\b", 2),
+    ("kubernetes", r"\bOOMKilled\b", 1),  # also how a verl pod dies of host memory: a hint only
     ("kubernetes", r"^\s*(?:Warning|Normal)\s+\w+\s+\S+\s+(?:kubelet|default-scheduler)\b", 2),
     ("kubernetes", r"\bkubectl (?:get|describe|logs|apply)\b", 1),
     ("kubernetes", r"^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE", 2),
@@ -76,6 +77,8 @@ _FOREIGN: list[tuple[str, str, int]] = [
     ("docker-build", r"^#\d+ \[[\w\s/-]*\d+/\d+\] ", 2),
     ("docker-build", r"^(?:ERROR: )?failed to solve: ", 2),
     ("docker-build", r"\bfailed to register layer\b|\bError processing tar file\b", 2),
+    ("docker", r"^docker: Error response from daemon: ", 2),
+    ("docker", r"\bport is already allocated\b|\bCannot connect to the Docker daemon\b", 2),
     # R
     ("r", r"^Error in [\w.:]+\(.*\) ?:", 2),
     ("r", r"^Execution halted$", 2),
@@ -113,6 +116,7 @@ LABELS = {
     "nginx": "nginx",
     "apache": "Apache httpd",
     "docker-build": "docker build",
+    "docker": "Docker",
     "r": "R",
     "php": "PHP",
     "ruby": "Ruby",

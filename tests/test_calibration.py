@@ -208,6 +208,10 @@ def test_pick_high_is_the_lowest_threshold_with_precision_and_few_wrong() -> Non
     p = np.array([0.99, 0.95, 0.9, 0.85, 0.8, 0.5, 0.4])
     right = np.array([True, True, True, True, True, False, False])
     assert pick_high(p, right) == 0.8
+    wrong_top = np.array([False] + [True] * 6)
+    assert pick_high(p, wrong_top) > 1.0  # 1 wrong in 6 at best: below 95 %
+    assert pick_high(p, wrong_top, precision=0.8) == 0.5  # 5 of 6 right down to p 0.5; never below the 0.5 floor
+    assert pick_high(p, right, max_wrong=0) == 0.8 and pick_high(p, wrong_top, precision=0.8, max_wrong=0) > 1.0
     assert pick_high(np.array([0.9, 0.8]), np.array([False, False])) > 1.0  # nothing qualifies: nothing is high
 
 

@@ -18,7 +18,7 @@ from .common import add_index_options
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="measure search quality and calibration on labelled queries (JSONL: query, expected)")
-    p.add_argument("file", type=Path, nargs="+", metavar="FILE.jsonl")
+    p.add_argument("file", type=Path, nargs="*", metavar="FILE.jsonl")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--diagram", type=Path, metavar="SVG", help="also write the reliability diagram as an SVG picture")
     p.add_argument("--fit", action="store_true", help="fit the confidence model on these files (cross-validated) and write it")
@@ -32,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     from ..evaluate import EvalFileError, evaluate, format_report, load_queries, outcomes  # noqa: PLC0415
     from ..search import Engine  # noqa: PLC0415
 
+    if not args.file:
+        raise UsageError("give at least one FILE.jsonl")
     queries = []
     try:
         for f in args.file:
