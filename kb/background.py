@@ -17,6 +17,8 @@ their own (see kb/confidence.py).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,3 +208,48 @@ def healthy_problems(cases: "list[Case]", folder: Path | None) -> "list[Problem]
                                 f"signature {f.signature!r} matches a routine line of a healthy run ({f.detail}); "
                                 "it would fire on working jobs: use the distinctive part of the error message"))
     return problems
+
+
+WEAK_CACHE = "weak-signatures.json"
+
+
+def _weak_key(docs: list[CaseDoc], cross: bool) -> str:
+    """What the weak set depends on: the cases' matched texts and these rules."""
+    h = hashlib.sha256()
+    rules = [sorted(GENERIC_WORDS), MIN_SPECIFIC_LITERAL, MIN_SPECIFIC_REGEX, cross]
+    h.update(json.dumps(rules).encode())
+    for d in docs:
+        h.update(json.dumps([d["id"], d["title"], d["symptoms"], d["signatures"]], ensure_ascii=False).encode())
+    return h.hexdigest()
+
+
+def cached_weak_signatures(docs: list[CaseDoc], folder: Path | None, max_cross_cases: int = 5000) -> dict[tuple[str, str], str]:
+    """`weak_signatures`, remembered beside the index generation (it costs ~1 ms per case to compute).
+
+    Above `max_cross_cases` only the generic-words test runs (the cross-case
+    test grows with the square of the corpus). A missing, stale or unreadable
+    cache is recomputed; an unwritable folder only costs the recomputation.
+    """
+    cross = len(docs) <= max_cross_cases
+    key = _weak_key(docs, cross)
+    path = folder / WEAK_CACHE if folder is not None else None
+    if path is not None:
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+            if obj.get("key") == key:
+                return {(c, s): why for c, s, why in obj["weak"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+    if cross:
+        weak = weak_signatures(docs)
+    else:
+        weak = {(f.case_id, f.signature): f"generic: {f.detail}" for f in generic_findings(docs)}
+    if path is not None:
+        from .store import atomic_write_bytes  # noqa: PLC0415
+
+        try:
+            data = json.dumps({"key": key, "weak": [[c, s, why] for (c, s), why in sorted(weak.items())]}, ensure_ascii=False)
+            atomic_write_bytes(path, data.encode("utf-8"))
+        except OSError:
+            pass
+    return weak

@@ -328,12 +328,9 @@ class Engine:
     def weak_signatures(self) -> dict[tuple[str, str], str]:
         """(case id, signature) -> why it is weak evidence; computed once per engine."""
         if self._weak is None:
-            from .background import generic_findings, weak_signatures  # noqa: PLC0415
+            from .background import cached_weak_signatures  # noqa: PLC0415
 
-            if len(self.docs) <= WEAK_CROSS_CHECK_MAX_CASES:
-                self._weak = weak_signatures(self.docs)
-            else:  # the cross-case test is quadratic-ish; very large corpora keep the generic test only
-                self._weak = {(f.case_id, f.signature): f"generic: {f.detail}" for f in generic_findings(self.docs)}
+            self._weak = cached_weak_signatures(self.docs, self.index.generation, WEAK_CROSS_CHECK_MAX_CASES)
         return self._weak
 
     def model(self) -> Model | None:
@@ -368,8 +365,10 @@ class Engine:
         doc = self.docs[i]
         why: list[str] = []
         matched: list[str] = []
+        weak = self._weak or {}
         for h in hits.get(doc["id"], [])[:3]:
-            why.append(f"signature {h.signature!r} matched: {h.line[:200]}")
+            broad = " (broad pattern: weak evidence)" if (doc["id"], h.signature) in weak else ""
+            why.append(f"signature {h.signature!r} matched{broad}: {h.line[:200]}")
             matched.append(h.line)
         if "lexical" in parts and parts["lexical"][i] > 0:
             shared = self.lexical.shared_terms(i, terms)

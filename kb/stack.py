@@ -104,6 +104,7 @@ _OURS_RES = [(re.compile(p, re.M), w) for p, w in _OURS]
 MAX_SCAN_CHARS = 200_000  # markers sit in the first lines of a paste; a huge log is ours by volume anyway
 
 LABELS = {
+    "python": "Python (verl's stack)",
     "node": "Node.js / npm",
     "java": "Java / JVM",
     "go": "Go",

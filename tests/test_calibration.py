@@ -162,6 +162,37 @@ def test_broad_and_generic_signatures_are_weak(tmp_path: Path) -> None:
     assert ("mod-b", "regex:Error while loading checkpoint shard \\d+") not in weak
 
 
+def test_weak_set_is_cached_beside_the_index_and_recomputed_when_cases_change(tmp_path: Path) -> None:
+    from kb.background import WEAK_CACHE, cached_weak_signatures
+
+    cases = tmp_path / "cases"
+    _write(cases, "mod-a", ["regex:RayTaskError\\(ModuleNotFoundError\\)", "No module named 'alpha_pkg'"])
+    docs = [build_doc(c) for c in load_cases([cases], include_builtin=False).cases]
+    gen = tmp_path / "gen"
+    gen.mkdir()
+    first = cached_weak_signatures(docs, gen)
+    assert (gen / WEAK_CACHE).is_file() and first == weak_signatures(docs)
+    assert cached_weak_signatures(docs, gen) == first
+    _write(cases, "mod-a", ["No module named 'alpha_pkg'"])  # the broad pattern is gone
+    docs = [build_doc(c) for c in load_cases([cases], include_builtin=False).cases]
+    assert cached_weak_signatures(docs, gen) == {}
+    (gen / WEAK_CACHE).write_text("{damaged", encoding="utf-8")
+    assert cached_weak_signatures(docs, gen) == {}
+
+
+def test_kb_check_weak_lists_signatures_matching_other_cases_queries(tmp_path: Path) -> None:
+    cases = tmp_path / "cases"
+    _write(cases, "mod-a", ["Failed to allocate the rollout buffer on rank"])
+    _write(cases, "mod-b", ["The reward server returned an empty list of scores"])
+    q = tmp_path / "q.jsonl"
+    q.write_text(json.dumps({"query": "RuntimeError: Failed to allocate the rollout buffer on rank 3", "expected": ["mod-b"]}) + "\n")
+    base = [sys.executable, "-m", "kb.cli", "check", "--only", "--cases", str(cases), "--weak"]
+    res = subprocess.run(base, capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0 and "0 weak signature(s)" in res.stdout, res.stdout
+    res = subprocess.run(base + ["--queries", str(q)], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0 and "weak: mod-a: 'Failed to allocate the rollout buffer on rank' (cross-case: matches query 1" in res.stdout
+
+
 def test_a_weak_signature_alone_cannot_make_high() -> None:
     model = Model(np.array([0.0] * (len(FEATURES) - 5) + [6.0, 0.0, 0.0, 0.0, 0.0]), -1.0, 0.8, 0.2, {})
     strong = Evidence(sig_strong=0.9, fused=0.9, lexical=0.2, dense=0.2)

@@ -22,6 +22,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--healthy", type=Path, metavar="DIR",
                    help="folder of healthy logs no signature may match (default: eval/healthy of a checkout)")
     p.add_argument("--weak", action="store_true", help="also list weak signatures (broad or generic: cannot make an answer high alone)")
+    p.add_argument("--queries", type=Path, action="append", default=[], metavar="FILE.jsonl",
+                   help="with --weak: labelled queries (kb eval format); a signature matching another case's query is broad")
     p.add_argument("--json", action="store_true", help="print problems as JSON")
     p.set_defaults(func=run)
 
@@ -39,9 +41,20 @@ def run(args: argparse.Namespace) -> int:
     errors = [p for p in problems if p.severity == "error"]
     weak: dict[tuple[str, str], str] = {}
     if args.weak:
+        from ..background import cross_case_findings  # noqa: PLC0415
         from ..documents import build_doc  # noqa: PLC0415
+        from ..evaluate import EvalFileError, load_queries  # noqa: PLC0415
 
-        weak = weak_signatures([build_doc(c) for c in caseset.cases])
+        docs = [build_doc(c) for c in caseset.cases]
+        weak = weak_signatures(docs)
+        labelled: list[tuple[str, list[str]]] = []
+        try:
+            for f in args.queries:
+                labelled.extend((q.query, q.expected) for q in load_queries(f))
+        except EvalFileError as exc:
+            raise UsageError(str(exc)) from exc
+        for f in cross_case_findings(docs, labelled) if labelled else []:
+            weak.setdefault((f.case_id, f.signature), f"{f.kind}: {f.detail}")
     if args.json:
         out = {
             "cases": len(caseset.cases),
