@@ -424,3 +424,6 @@ async def test_app_agreeing_follow_up_keeps_confidence_and_decline_says_the_stac
         assert other.answer.abstained and other.answer.stack.name == "postgresql"
         shown = " ".join(str(w.render()) for w in app.chat.query(".abstain"))
         assert "PostgreSQL" in shown and "nearest, not a match" in shown
+        from tui.report import render_report
+
+        assert "Nearest, not a match:" in render_report(app.chat.conv)
