@@ -20,9 +20,10 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from .casefile import REGEX_PREFIX
 from .documents import CaseDoc, readable_regex
@@ -49,7 +50,7 @@ GENERIC_WORDS = frozenset(
     raytaskerror rayactorerror actordiederror exceptions ray task actor worker system_error exit type died
     cuda out of memory the a an of to in is not for with on at by be was
     object has attribute has no unexpected invalid call last most recent file line
-    """.split()
+    """.split()  # noqa: SIM905 - a word list reads better as text
 )
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|\d+")
 
@@ -180,7 +181,7 @@ def weak_signatures(docs: list[CaseDoc]) -> dict[tuple[str, str], str]:
 
 def _signature_line(case_path: Path, signature: str) -> int:
     """Best-effort line of a signature in its case file (1 when not found)."""
-    body = signature[len(REGEX_PREFIX):] if signature.startswith(REGEX_PREFIX) else signature
+    body = signature.removeprefix(REGEX_PREFIX)
     snippet = body[:40]
     try:
         lines = case_path.read_text(encoding="utf-8").splitlines()
@@ -192,7 +193,7 @@ def _signature_line(case_path: Path, signature: str) -> int:
     return 1
 
 
-def healthy_problems(cases: "list[Case]", folder: Path | None) -> "list[Problem]":
+def healthy_problems(cases: list[Case], folder: Path | None) -> list[Problem]:
     """`kb check` errors: each signature that matches a line of the healthy corpus, naming that line."""
     from .casefile import Problem  # noqa: PLC0415
     from .documents import build_doc  # noqa: PLC0415
@@ -245,7 +246,7 @@ def cached_weak_signatures(docs: list[CaseDoc], folder: Path | None, max_cross_c
     else:
         weak = {(f.case_id, f.signature): f"generic: {f.detail}" for f in generic_findings(docs)}
     if path is not None:
-        from .store import atomic_write_bytes  # noqa: PLC0415
+        from .store import atomic_write_bytes
 
         try:
             data = json.dumps({"key": key, "weak": [[c, s, why] for (c, s), why in sorted(weak.items())]}, ensure_ascii=False)

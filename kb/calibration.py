@@ -22,7 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from .confidence import FEATURES, Evidence, Model, fit_logistic, grouped_folds, pick_high, pick_low
+from .confidence import (
+    FEATURES,
+    Evidence,
+    Model,
+    fit_logistic,
+    grouped_folds,
+    pick_high,
+    pick_low,
+)
 
 LEVELS = ("high", "medium", "low")
 BINS = 10
@@ -224,8 +232,7 @@ def fit(outcomes: list[Outcome], k: int = 5, sources: list[str] | None = None) -
     high = pick_high(held, right)
     nocase = np.array([not o.covered for o in rows])
     low = pick_low(held[nocase])
-    if low > high:
-        low = high
+    low = min(low, high)
     # held-out figures at the chosen thresholds
     is_high = held >= high
     is_low = held < low

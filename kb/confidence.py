@@ -55,7 +55,7 @@ class Evidence:
     def vector(self) -> np.ndarray:
         return np.array([getattr(self, f) for f in FEATURES], dtype=np.float64)
 
-    def without_weak(self) -> "Evidence":
+    def without_weak(self) -> Evidence:
         """The same evidence with a broad signature's lift taken out (a broad hit cannot make "high" alone)."""
         if not self.sig_weak_only:
             return self

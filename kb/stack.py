@@ -99,8 +99,8 @@ _OURS: list[tuple[str, int]] = [
     (r"\b\w+Error: |\bModuleNotFoundError\b|\bImportError\b", 1),
 ]
 
-_FOREIGN_RES = [(name, re.compile(p, re.M | re.I if name in {"kubernetes"} else re.M), w) for name, p, w in _FOREIGN]
-_OURS_RES = [(re.compile(p, re.M), w) for p, w in _OURS]
+_FOREIGN_RES = [(name, re.compile(p, re.MULTILINE | re.IGNORECASE if name in {"kubernetes"} else re.MULTILINE), w) for name, p, w in _FOREIGN]
+_OURS_RES = [(re.compile(p, re.MULTILINE), w) for p, w in _OURS]
 MAX_SCAN_CHARS = 200_000  # markers sit in the first lines of a paste; a huge log is ours by volume anyway
 
 LABELS = {

@@ -17,10 +17,24 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kb.background import default_healthy_dir, healthy_findings, read_healthy, weak_signatures
+from kb.background import (
+    default_healthy_dir,
+    healthy_findings,
+    read_healthy,
+    weak_signatures,
+)
 from kb.calibration import Outcome, diagram_svg, diagram_text, ece_bins, fit, summarize
 from kb.caseset import load_cases
-from kb.confidence import FEATURES, MODEL_PATH, Evidence, Model, ModelFileError, grouped_folds, load_model, pick_high
+from kb.confidence import (
+    FEATURES,
+    MODEL_PATH,
+    Evidence,
+    Model,
+    ModelFileError,
+    grouped_folds,
+    load_model,
+    pick_high,
+)
 from kb.documents import build_doc
 from kb.stack import detect
 
@@ -384,7 +398,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def _send(pilot, text: str):  # noqa: ANN001, ANN202
+async def _send(pilot, text: str):
     from tui.widgets.prompt import PromptArea
 
     app = pilot.app
