@@ -57,7 +57,7 @@ _FOREIGN: list[tuple[str, str, int]] = [
     ("kubernetes", r"^NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE", 2),
     # databases
     ("postgresql", r"^psql: (?:error|FATAL)", 2),
-    ("postgresql", r"\bIs the server running on (?:host|that host)\b", 2),
+    ("postgresql", r"\bIs the server running (?:on host|on that host|locally)\b", 2),
     ("postgresql", r"could not connect to server: ", 2),
     ("postgresql", r"\b(?:PG::|PSQLException|psycopg2?\.OperationalError|SQLSTATE\[)", 2),
     ("mysql", r"^ERROR \d{4} \(\w{5}\): ", 2),
@@ -66,7 +66,9 @@ _FOREIGN: list[tuple[str, str, int]] = [
     ("mongodb", r"\bMongo(?:Server|Network)?Error\b", 2),
     ("redis", r"\bredis\.exceptions\.ConnectionError\b|\bCould not connect to Redis\b", 2),
     # web servers
-    ("nginx", r"^nginx: \[(?:emerg|alert|crit|error|warn)\]", 2),
+    ("nginx", r"\bnginx: \[(?:emerg|alert|crit|error|warn)\]", 2),
+    ("nginx", r"^\[emerg\]:? ", 2),
+    ("nginx", r"\bnginx\.service: (?:Failed|Control process exited)", 2),
     ("nginx", r"\[(?:error|crit|emerg)\] \d+#\d+: \*?\d*", 2),
     ("nginx", r"^\d{3} Bad Gateway$|^<center>nginx", 2),
     ("apache", r"\bAH\d{5}: ", 2),
@@ -154,15 +156,17 @@ def detect(text: str) -> StackVerdict:
     """The stack a paste comes from, with the line that shows it."""
     text = text[:MAX_SCAN_CHARS]
     scores: dict[str, int] = {}
-    evidence: dict[str, str] = {}
+    first: dict[str, tuple[int, int]] = {}  # stack -> (-weight, position) of its best evidence line
     for name, rx, w in _FOREIGN_RES:
         hits = list(rx.finditer(text))
         if not hits:
             continue
         # repeated frames count a little more than one, not per line
         scores[name] = scores.get(name, 0) + w * min(len(hits), 2)
-        if name not in evidence or w == 2:
-            evidence.setdefault(name, _line_at(text, hits[0].start()))
+        cand = (-w, hits[0].start())
+        if name not in first or cand < first[name]:
+            first[name] = cand  # the earliest line of the strongest kind
+    evidence = {name: _line_at(text, pos) for name, (_, pos) in first.items()}
     ours = 0
     ours_line = ""
     for rx, w in _OURS_RES:

@@ -92,6 +92,20 @@ def test_other_stacks_are_recognised_with_the_line_that_shows_it(name: str) -> N
     assert verdict.evidence and verdict.evidence in OTHER_STACKS[name]
 
 
+OTHER_STACKS_FILE = ROOT / "eval" / "other-stacks.jsonl"
+
+
+def _other_stack_rows() -> list[dict]:
+    return [json.loads(line) for line in OTHER_STACKS_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_real_other_stack_reports_are_recognised() -> None:
+    rows = _other_stack_rows()
+    assert len(rows) >= 15 and all(r["source"].startswith("https://github.com/") and r["expected"] == [] for r in rows)
+    missed = [r["id"] for r in rows if not detect(r["query"]).foreign]
+    assert missed == []
+
+
 @pytest.mark.parametrize("text", [TORCH_PORT, DOCKER_PIP, NCCL, "training hangs after the first rollout"])
 def test_our_stack_stays_ours(text: str) -> None:
     assert not detect(text).foreign, detect(text)
@@ -313,6 +327,13 @@ def test_other_stack_pastes_are_declined_and_say_which_stack(engine, name: str) 
     out = ans.to_json()
     assert out["stack"]["name"] == name and out["stack"]["evidence"]
     assert any("not verl's stack" in n for n in out["notes"])
+
+
+@pytest.mark.slow
+def test_real_other_stack_reports_are_declined(engine) -> None:
+    for row in _other_stack_rows():
+        ans = engine.search(row["query"])
+        assert ans.abstained and ans.stack is not None and ans.stack.foreign, row["id"]
 
 
 @pytest.mark.slow
