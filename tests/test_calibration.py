@@ -462,3 +462,18 @@ async def test_app_agreeing_follow_up_keeps_confidence_and_decline_says_the_stac
         from tui.report import render_report
 
         assert "Nearest, not a match:" in render_report(app.chat.conv)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(DEV is None, reason="shared/eval/dev.jsonl not found")
+def test_kb_eval_fit_writes_a_loadable_model_and_leaves_the_committed_one(shared_index_dir: Path, tmp_path: Path) -> None:
+    committed = MODEL_PATH.read_bytes()
+    out = tmp_path / "confidence.json"
+    res = subprocess.run([sys.executable, "-m", "kb.cli", "eval", "--fit", str(DEV), str(OTHER_STACKS_FILE), "--out", str(out),
+                          "--index-dir", str(shared_index_dir)], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "held out (5 folds by source thread)" in res.stdout and f"written to {out}" in res.stdout
+    model = load_model(out)
+    assert model.meta["fitted_on"]["files"] == ["dev.jsonl", "other-stacks.jsonl"]
+    assert model.meta["held_out"]["no_case_queries"] == 6 + len(_other_stack_rows())
+    assert MODEL_PATH.read_bytes() == committed
