@@ -1,10 +1,15 @@
 """Search quality on labelled queries: Recall@1/3/5, MRR and abstention, per scorer and fused.
 
 A query line is `{"query": ..., "expected": [ids]}`; an empty `expected` means
-kb should abstain. Queries whose expected ids are not among the loaded cases
-are skipped (reported), so the figures are honest for a partial corpus.
-Single scorers are ranked without abstention (their best case); the fused
-ranking counts an abstention on an in-scope query as a miss.
+kb should abstain. Optional fields: `in_scope` (false: another stack or a plain
+question, kb should abstain too) and `source` (the thread it came from; the
+confidence fit keeps one thread's rows in one fold). Queries whose expected ids
+are not among the loaded cases are skipped for recall (reported), so the
+figures are honest for a partial corpus; for calibration they are queries no
+loaded case covers. Single scorers are ranked without abstention (their best
+case); the fused ranking counts an abstention on an in-scope query as a miss.
+The calibration block (kb/calibration.py) says how often each confidence
+level is right and how many no-case queries kb declined.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .calibration import Outcome, format_calibration, summarize
 from .search import SCORERS, Engine
 
 KS = (1, 3, 5)
@@ -29,6 +35,8 @@ class EvalQuery:
     query: str
     expected: list[str]
     line: int
+    in_scope: bool = True
+    source: str = ""
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
@@ -46,7 +54,11 @@ def load_queries(path: Path) -> list[EvalQuery]:
             raise EvalFileError(f"{path}:{n}: not JSON: {exc}") from exc
         if not isinstance(obj, dict) or not isinstance(obj.get("query"), str) or not isinstance(obj.get("expected"), list):
             raise EvalFileError(f"{path}:{n}: needs \"query\" (string) and \"expected\" (list of case ids)")
-        queries.append(EvalQuery(str(obj.get("id", n)), obj["query"], [str(e) for e in obj["expected"]], n))
+        in_scope = obj.get("in_scope", True)
+        if not isinstance(in_scope, bool):
+            raise EvalFileError(f"{path}:{n}: \"in_scope\" must be true or false")
+        expected = [str(e) for e in obj["expected"]] if in_scope else []
+        queries.append(EvalQuery(str(obj.get("id", n)), obj["query"], expected, n, in_scope, str(obj.get("source") or obj.get("id", n))))
     return queries
 
 
@@ -110,7 +122,31 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
         "recall": abstained_out / len(out_scope) if out_scope else 1.0,
     }
     report["failures"] = failures
+    report["calibration"] = summarize(outcomes(engine, queries, tuple(scorers)), sum(1 for q in queries if q.in_scope),
+                                      sum(1 for q in queries if q.in_scope and q.expected and all(e in known for e in q.expected)))
     return report
+
+
+def _group(source: str) -> str:
+    return source.split("#")[0].rstrip("/")  # one thread, whichever comment was quoted
+
+
+def outcomes(engine: Engine, queries: list[EvalQuery], use: tuple[str, ...] = SCORERS) -> list[Outcome]:
+    """kb's top answer to every query, for calibration and the confidence fit."""
+    known = {d["id"] for d in engine.docs}
+    out = []
+    for q in queries:
+        # covered: some loaded case resolves it (a row may also name a case this corpus lacks)
+        covered = any(e in known for e in q.expected)
+        ans = engine.search(q.query, k=5, use=use)
+        top = ans.results[0] if ans.results else None
+        out.append(Outcome(
+            id=q.id, group=_group(q.source), covered=covered, declined=ans.abstained or top is None,
+            top=top.id if top else None, level=top.confidence if top else None, p=top.p_right if top else None,
+            right=bool(top and top.id in q.expected), evidence=ans.evidence,
+            stack=ans.stack.name if ans.stack is not None else "python",
+            unloaded=bool(q.expected) and not covered))
+    return out
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -126,6 +162,8 @@ def format_report(report: dict[str, Any]) -> str:
                  f"(recall {a['recall']:.2f}), precision {a['precision']:.2f} ({a['abstained_wrongly']} in-scope wrongly abstained)")
     if not report["dense"]:
         lines.append("note: dense scorer unavailable; fused = signature + lexical")
+    if "calibration" in report:
+        lines.extend(format_calibration(report["calibration"]))
     for f in report["failures"]:
         lines.append(f"  miss {f['id']}: expected {f['expected'] or 'abstain'}, got {f['got']} (top {f['top_score']}{', abstained' if f['abstained'] else ''})")
     return "\n".join(lines)

@@ -25,8 +25,15 @@ from .index import LoadedIndex, open_index
 from .signals import Signals, extract
 from .signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
 from .tokenize import display_terms, drop_negated
+# --- calibration (issue 13): stack detection, weak signatures, fitted confidence
+from .stack import StackVerdict, detect as detect_stack
+from .confidence import Evidence, Model, ModelFileError, load_model
+# --- end calibration
 
 SCORERS = ("signature", "lexical", "dense")
+WEAK_CROSS_CHECK_MAX_CASES = 5000  # above this only the generic-words test marks weak signatures
+DECLINE_QUESTION = ("Which stage fails: rollout (generation), training (actor/critic update) or checkpoint "
+                    "(save/load)? And which engine: vLLM, SGLang, or HF? Paste the error lines if there are any.")
 DENSE_NEIGHBOURS = 160  # nearest vectors read per query (a case has ~11)
 
 
@@ -64,12 +71,13 @@ class Result:
     overrides: str | None = None
     overrides_layer: str = ""
     kind: str = "curated"  # "light": one root cause from a few reports, checks optional
+    p_right: float | None = None  # calibrated chance this answer is right (top result only)
 
     def origin(self) -> Origin:
         return Origin(self.layer, Path(self.path), None, Path(self.overrides) if self.overrides else None, self.overrides_layer)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "id": self.id,
             "title": self.title,
             "category": self.category,
@@ -81,6 +89,9 @@ class Result:
             "scores": {k: round(v, 4) for k, v in self.scores.items()},
             "matched_lines": self.matched_lines,
         }
+        if self.p_right is not None:
+            out["p_right"] = round(self.p_right, 4)
+        return out
 
 
 @dataclass
@@ -94,9 +105,14 @@ class Answer:
     notes: list[str] = field(default_factory=list)
     # --- logs (issue 18): ranks, stage, consequences, baseline; filled by logsearch.search_analysis
     extra: dict[str, Any] = field(default_factory=dict)
+    # --- calibration (issue 13)
+    stack: StackVerdict | None = None  # which software stack the paste comes from
+    nearest: list[Result] = field(default_factory=list)  # when declined: the closest cases, not a match
+    question: str = ""  # when declined without an error line: one question to narrow it down
+    evidence: Evidence | None = None  # what the confidence model read (for `kb eval --fit`)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "query": self.query,
             "abstained": self.abstained,
             "results": [r.to_json() for r in self.results],
@@ -105,6 +121,13 @@ class Answer:
             "notes": self.notes,
             **self.extra,
         }
+        if self.stack is not None:
+            out["stack"] = self.stack.to_json()
+        if self.abstained:
+            out["nearest"] = [{"id": r.id, "title": r.title, "score": round(r.score, 4)} for r in self.nearest]
+            if self.question:
+                out["question"] = self.question
+        return out
 
 
 @dataclass
@@ -123,6 +146,7 @@ class RawScores:
     timed_out: list[str] = field(default_factory=list)  # regex signatures skipped for running too long
     not_tried: list[str] = field(default_factory=list)  # regex signatures left once the search's regex budget was spent
     text: str = ""  # what the lexical scorer read, to show shared terms as the user wrote them
+    weak_only: set[int] = field(default_factory=set)  # rows whose signature hits are all broad/generic
 
 
 def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -165,6 +189,9 @@ class Engine:
         self._position = {d["id"]: i for i, d in enumerate(self.docs)}  # case id -> row of every score array
         self.lexical = index.lexical_index()
         self.matcher = SignatureMatcher(self.docs)
+        self._weak: dict[tuple[str, str], str] | None = None  # calibration: (case, signature) -> why it is weak
+        self._model: Model | None = None
+        self._model_error = ""
         self._encoder: Any = None
         self._encoder_error: str = ""
         self._lock = threading.Lock()
@@ -229,6 +256,16 @@ class Engine:
         """Run the scorers; raw numbers, not yet normalised or fused."""
         signals = extract(text)
         focus = drop_negated(signals.focus_text)
+        # --- calibration (issue 13): a follow-up without error lines of its own refines the same
+        # problem, so the conversation's error lines stay the evidence (signatures, focus) and the
+        # new words join them; before, they replaced them and an agreeing follow-up lost confidence.
+        if context.strip() and not signals.error_lines:
+            earlier = extract(context)
+            if earlier.error_lines:
+                signals = extract(f"{context}\n{text}")
+                focus = drop_negated(f"{earlier.focus_text}\n{text}")
+                context = earlier.rest_text
+        # --- end calibration
         n = len(self.docs)
         raw = RawScores(signals=signals, n=n)
         if "signature" in use:
@@ -237,8 +274,11 @@ class Engine:
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
             raw.hits = self.matcher.match(lines, raw.timed_out, unmatched=raw.not_tried)
             sig = np.zeros(n, dtype=np.float32)
+            weak = self.weak_signatures()
             for cid, h in raw.hits.items():
                 sig[self._position[cid]] = signature_score(h)
+                if all((cid, x.signature) in weak for x in h):
+                    raw.weak_only.add(self._position[cid])
             raw.signature = sig
         rest = drop_negated("\n".join(t for t in (signals.rest_text, context) if t))
         if "lexical" in use:
@@ -270,8 +310,30 @@ class Engine:
             results.append(self._result(int(i), float(fused[i]), parts, hits, terms, best_row, raw.text))
         top = results[0].score if results else 0.0
         abstained = abstain and top < w.abstain_below
+        # --- calibration (issue 13): other stacks are declined, the top answer's confidence is fitted
+        stack = detect_stack(text)
+        evidence = self._evidence(raw, fused, parts, order, stack) if results else None
+        model = self.model()
+        # The model was fitted with all three scorers; without the dense one its inputs are off
+        # the fitted range, so the score bands stay (a broad signature alone still cannot give high).
+        if results and evidence is not None and (model is None or raw.cos is None) and evidence.sig_weak_only and results[0].confidence == "high":
+            results[0].confidence = "medium"
+        if results and evidence is not None and model is not None and raw.cos is not None:
+            level, p = model.level(evidence)
+            results[0].confidence, results[0].p_right = level, p
+            for r in results[1:]:  # a runner-up is never more certain than the top answer
+                r.confidence = "low" if level == "low" or r.score < results[0].score - 0.1 else "medium"
+        if abstain and stack.foreign:
+            abstained = True
+        nearest = results[:3] if abstained else []
+        question = "" if not abstained or stack.foreign or signals.error_lines else DECLINE_QUESTION
+        # --- end calibration
         searched = [l.text.strip() for l in signals.error_lines][:12] or [signals.focus_text.strip()[:300]]
         notes = list(self.index.status.notes)
+        if stack.foreign:
+            notes.append(f"this looks like {stack.label} output, not verl's stack (saw: {stack.evidence[:120]}); kb's cases do not cover it")
+        if self._model_error:
+            notes.append(self._model_error)
         if self.index.status.problems:
             notes.append(f"{len(self.index.status.problems)} case file(s) skipped because of errors; run `kb check`")
         if "dense" in use and raw.cos is None:
@@ -285,7 +347,46 @@ class Engine:
             )
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
-        return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes)
+        return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes,
+                      stack=stack, nearest=nearest, question=question, evidence=evidence)
+
+    # ------------------------------------------------------------ calibration (issue 13)
+
+    def weak_signatures(self) -> dict[tuple[str, str], str]:
+        """(case id, signature) -> why it is weak evidence; computed once per engine."""
+        if self._weak is None:
+            from .background import cached_weak_signatures  # noqa: PLC0415
+
+            self._weak = cached_weak_signatures(self.docs, self.index.generation, WEAK_CROSS_CHECK_MAX_CASES)
+        return self._weak
+
+    def model(self) -> Model | None:
+        """The fitted confidence model (kb/confidence.json); None, with a note, if it is unusable."""
+        if self._model is None and not self._model_error:
+            try:
+                self._model = load_model()
+            except ModelFileError as exc:
+                self._model_error = f"confidence model unusable, falling back to score bands: {exc}"
+        return self._model
+
+    def _evidence(self, raw: "RawScores", fused: np.ndarray, parts: dict[str, np.ndarray], order: np.ndarray, stack: StackVerdict) -> Evidence:
+        i = int(order[0])
+        second = float(fused[int(order[1])]) if len(order) > 1 else 0.0
+        sig = parts.get("signature")
+        weak_only = i in raw.weak_only
+        rival = sig is not None and bool(np.any(np.delete(sig, i) > 0))
+        return Evidence(
+            sig_strong=float(sig[i]) if sig is not None and not weak_only else 0.0,
+            sig_weak_only=1.0 if weak_only else 0.0,
+            sig_rival=1.0 if rival else 0.0,
+            lexical=float(parts["lexical"][i]) if "lexical" in parts else 0.0,
+            dense=float(parts["dense"][i]) if "dense" in parts else 0.0,
+            fused=float(fused[i]),
+            margin=float(fused[i]) - second,
+            error_line=1.0 if raw.signals.error_lines else 0.0,
+            foreign=min(1.0, stack.foreign_score / 4.0) if not stack.foreign else 1.0,
+            unexplained_error=1.0 if raw.signals.error_lines and (sig is None or sig[i] <= 0) else 0.0,
+        )
 
     def _result(
         self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray, text: str = ""
@@ -293,8 +394,10 @@ class Engine:
         doc = self.docs[i]
         why: list[str] = []
         matched: list[str] = []
+        weak = self._weak or {}
         for h in hits.get(doc["id"], [])[:3]:
-            why.append(f"signature {h.signature!r} matched: {h.line[:200]}")
+            broad = " (broad pattern: weak evidence)" if (doc["id"], h.signature) in weak else ""
+            why.append(f"signature {h.signature!r} matched{broad}: {h.line[:200]}")
             matched.append(h.line)
         if "lexical" in parts and parts["lexical"][i] > 0:
             shared = display_terms(self.lexical.shared_terms(i, terms, limit=len(terms)), text)

@@ -56,6 +56,8 @@ def render_report(conv: Conversation, now: _dt.datetime | None = None) -> str:
         out += ["kb searched for:", "", _fence("\n".join(answer.searched_for), "text")]
         if answer.abstained or not answer.results:
             out += ["**No known case matches.**", ""]
+            if answer.nearest:  # calibration (issue 13): what was close, and why it is not an answer
+                out += ["Nearest, not a match: " + ", ".join(f"`{r.id}`" for r in answer.nearest), ""]
         else:
             out += ["| # | case | category | confidence | score |", "|---|---|---|---|---|"]
             for i, r in enumerate(answer.results, 1):

@@ -1,4 +1,11 @@
-"""`kb eval FILE.jsonl [--json]`: search quality per scorer and fused; `kb eval --logs [DIR]`: whole logs against line labels."""
+"""`kb eval FILE.jsonl... [--json] [--diagram SVG] [--fit [--out JSON]]`; `kb eval --logs [DIR]`.
+
+Search quality per scorer and fused, and calibration: per confidence level how
+often the top answer is right, how many no-case queries kb declined, the
+expected calibration error and a reliability diagram. `--fit` refits the
+confidence model (kb/confidence.json) on the given files instead. `--logs`
+measures the log reader on whole logs against their line labels.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +18,13 @@ from .common import add_index_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("eval", help="measure search quality on labelled queries (JSONL: query, expected)")
-    p.add_argument("file", type=Path, metavar="FILE.jsonl", nargs="?")
+    p = sub.add_parser("eval", help="measure search quality and calibration on labelled queries (JSONL: query, expected)")
+    p.add_argument("file", type=Path, nargs="*", metavar="FILE.jsonl")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--diagram", type=Path, metavar="SVG", help="also write the reliability diagram as an SVG picture")
+    p.add_argument("--fit", action="store_true", help="fit the confidence model on these files (cross-validated) and write it")
+    p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the model (default: kb/confidence.json)")
+    p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds for --fit (default 5)")
     p.add_argument("--logs", type=Path, nargs="?", const=Path("eval/logs"), metavar="DIR",
                    help="measure the log reader on labelled whole logs (default eval/logs): kept-line precision/recall/F1, suspect rank, stage, R@1")
     p.add_argument("--verbose", action="store_true", help="with --logs: one row per log")
@@ -24,18 +35,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.logs is not None:
         return run_logs(args)
-    if args.file is None:
-        raise UsageError("give FILE.jsonl, or --logs [DIR]")
-    from ..evaluate import EvalFileError, evaluate, format_report, load_queries  # noqa: PLC0415
+    from ..evaluate import EvalFileError, evaluate, format_report, load_queries, outcomes  # noqa: PLC0415
     from ..search import Engine  # noqa: PLC0415
 
+    if not args.file:
+        raise UsageError("give at least one FILE.jsonl")
+    queries = []
     try:
-        queries = load_queries(args.file)
+        for f in args.file:
+            queries.extend(load_queries(f))
     except EvalFileError as exc:
         raise UsageError(str(exc)) from exc
+    if args.folds < 2:
+        raise UsageError("--folds must be at least 2")
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir)
     engine.load_dense()
+    if args.fit:
+        return _fit(args, engine, queries, outcomes)
     report = evaluate(engine, queries)
+    if args.diagram:
+        from ..calibration import diagram_svg  # noqa: PLC0415
+
+        title = "kb reliability: " + ", ".join(f.name for f in args.file)
+        try:
+            args.diagram.write_text(diagram_svg(report["calibration"], title), encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"--diagram {args.diagram}: {exc}") from exc
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_report(report))
     return 0
 
@@ -44,7 +69,7 @@ def run_logs(args: argparse.Namespace) -> int:
     from ..evaluate_logs import LogEvalError, evaluate_logs, format_log_report, load_set  # noqa: PLC0415
     from ..search import Engine  # noqa: PLC0415
 
-    if args.file is not None:
+    if args.file:
         raise UsageError("give either FILE.jsonl or --logs [DIR], not both")
     try:
         load_set(args.logs)  # a bad set is reported before the index is opened
@@ -57,4 +82,26 @@ def run_logs(args: argparse.Namespace) -> int:
     except LogEvalError as exc:
         raise UsageError(str(exc)) from exc
     print(json.dumps(report, indent=2, ensure_ascii=False) if args.json else format_log_report(report, verbose=args.verbose))
+    return 0
+
+
+def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: ignore[no-untyped-def]
+    from ..calibration import fit, format_fit  # noqa: PLC0415
+    from ..confidence import MODEL_PATH  # noqa: PLC0415
+
+    rows = outcomes(engine, queries)
+    try:
+        model, _ = fit(rows, k=args.folds, sources=[f.name for f in args.file])
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    out = args.out or MODEL_PATH
+    try:
+        out.write_text(json.dumps(model.to_json(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {out}: {exc}") from exc
+    if args.json:
+        print(json.dumps(model.to_json(), indent=2))
+    else:
+        print("\n".join(format_fit(model)))
+        print(f"written to {out}")
     return 0

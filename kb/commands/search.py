@@ -80,7 +80,7 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
     if answer.extra.get("log_summary"):
         out.write("\n")
     if answer.abstained:
-        out.write("No known case matches. Try adding the surrounding log lines, or start a case with `kb new --from-log`.\n")
+        print_decline(answer, out)
     for rank, r in enumerate(answer.results, 1):
         kind = "  light entry" if r.kind == "light" else ""
         out.write(visible(f"{rank}. {r.id}  [{r.category}]{kind}  {r.confidence} ({r.score:.2f})") + "\n")
@@ -92,3 +92,25 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
             out.write("   scores: " + ", ".join(f"{k}={v:.3f}" for k, v in r.scores.items()) + "\n")
     for note in answer.notes:
         sys.stderr.write(f"kb: {visible(note)}\n")
+
+
+# --- calibration (issue 13): a useful decline
+def print_decline(answer, out) -> None:  # type: ignore[no-untyped-def]
+    """"No known case" with what kb saw: the other stack, the nearest entries folded away, one question."""
+    stack = getattr(answer, "stack", None)
+    if stack is not None and stack.foreign:
+        out.write(f"No known case matches: this looks like {stack.label} output, not verl's stack "
+                  f"(saw: {visible(stack.evidence[:120])}).\n")
+    else:
+        out.write("No known case matches.\n")
+    nearest = getattr(answer, "nearest", [])
+    if nearest:
+        out.write("nearest, not a match:\n")
+        for r in nearest:
+            out.write(visible(f"  - {r.id} ({r.score:.2f}): {r.title[:90]}") + "\n")
+    question = getattr(answer, "question", "")
+    if question:
+        out.write(f"{question}\n")
+    if stack is None or not stack.foreign:
+        out.write("If this is a new failure, start a case from the log: `kb new --from-log LOG`.\n")
+# --- end calibration

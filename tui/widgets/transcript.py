@@ -57,6 +57,12 @@ class AnswerView(Vertical):
             widgets.append(Static(Text("\n".join(answer.extra.get("log_summary", [])), style="yellow"), classes="logsummary"))
         if answer.abstained or not answer.results:
             msg = Text("No known case matches this.", style="bold")
+            if answer.stack is not None and answer.stack.foreign:
+                msg.append(f"\nThis looks like {answer.stack.label} output, not verl's stack (saw: {answer.stack.evidence[:100]}).", style="")
+            if answer.nearest:
+                msg.append("\nnearest, not a match: " + ", ".join(r.id for r in answer.nearest), style="dim")
+            if answer.question:
+                msg.append("\n" + answer.question, style="italic")
             msg.append("\nPress ctrl+r to start a new case from this paste, or add detail and send again.", style="")
             widgets.append(Static(msg, classes="abstain"))
         else:
