@@ -17,12 +17,14 @@ only when `--ray` is used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .casefile import Case
 from .cluster_node import ShippedCheck
@@ -126,6 +128,20 @@ def _node_fn():  # type: ignore[no-untyped-def]
     return answer
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Ray's driver prints cluster events (a raylet that died) on stdout; keep stdout for the report."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n.get("Alive")]
 
@@ -163,6 +179,12 @@ def run_cluster_doctor(address: str, cases: list[Case], python: str | None = Non
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
 
     shipped, not_run = ship_checks(cases, python)
+    with _stdout_to_stderr():
+        return _run(ray, NodeAffinitySchedulingStrategy, address, shipped, not_run, python, node_timeout)
+
+
+def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not_run: list[dict[str, Any]],
+         python: str | None, node_timeout: float) -> dict[str, Any]:
     start = time.monotonic()
     deadline = start + node_timeout
     try:
@@ -174,24 +196,34 @@ def run_cluster_doctor(address: str, cases: list[Case], python: str | None = Non
         hosts = {n["NodeID"]: n.get("NodeManagerHostname") or n.get("NodeManagerAddress", "?") for n in nodes}
 
         def on(node_id: str) -> Any:
-            return NodeAffinitySchedulingStrategy(node_id=node_id, soft=False)
+            return affinity(node_id=node_id, soft=False)
 
         probe = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_probe_fn())
         probes = {probe.options(scheduling_strategy=on(nid)).remote(NODE_MODULES): nid for nid in hosts}
         probed, unreachable = _gather(ray, probes, deadline)
+        sources: dict[str, str] = {}
 
         mine = node_code_hash()
+        ship_to = {nid for nid, info in probed.items() if info.get("hash") != mine}
+        if ship_to:
+            # Ray uploads a local folder only for a whole job (ray.init), not for one task,
+            # so reconnect with this copy of kb as the job's py_modules. The nodes whose kb
+            # has the same node-side code then run this copy too, which is the same code.
+            # (A task-level `py_modules: []` to keep theirs fails in Ray 2.x's runtime env agent.)
+            ray.shutdown()
+            ray.init(address=address, log_to_driver=False, logging_level="ERROR",
+                     runtime_env={"py_modules": [str(kb_dir())]})
         answer = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_node_fn())
-        sources: dict[str, str] = {}
         tasks: dict[Any, str] = {}
         for nid, info in probed.items():
             options: dict[str, Any] = {"scheduling_strategy": on(nid)}
-            if info.get("hash") == mine:
-                sources[nid] = f"kb on the node: {info['kb']}"
-            else:
+            if nid in ship_to:
                 why = "kb not importable on the node" if not info.get("kb") else f"the node's kb at {info['kb']} differs from this copy"
                 sources[nid] = f"{why}: this copy shipped with runtime_env py_modules"
-                options["runtime_env"] = {"py_modules": [str(kb_dir())]}
+            elif ship_to:
+                sources[nid] = "kb on the node has the same code; this copy shipped to the job ran"
+            else:
+                sources[nid] = "kb on the node, same code as this copy"
             payload = {"python": python, "checks": [c.to_dict() for c in shipped],
                        "budget_s": max(1.0, deadline - time.monotonic())}
             tasks[answer.options(**options).remote(payload)] = nid
@@ -206,7 +238,7 @@ def run_cluster_doctor(address: str, cases: list[Case], python: str | None = Non
             continue
         a = answers[nid]
         report_nodes.append({"node_id": nid, "host": a.get("host") or hosts[nid], "address": next(
-            (n.get("NodeManagerAddress") for n in nodes if n["NodeID"] == nid), None), "kb_source": sources.get(nid, ""),
+            (n.get("NodeManagerAddress") for n in nodes if n["NodeID"] == nid), None), "kb_source": f"{sources.get(nid, '')}; ran from {a.get('kb', '?')}",
             "duration_s": a.get("duration_s"), "facts": a.get("facts", {}), "checks": a.get("checks", [])})
     unreachable_list = [{"node_id": nid, "host": hosts.get(nid, "?"), "reason": why} for nid, why in unreachable.items()]
     return build_report(address, report_nodes, unreachable_list, not_run, node_timeout)

@@ -289,8 +289,9 @@ def test_a_killed_node_is_unreachable_a_hanging_check_is_cut_and_kb_is_shipped_w
             with contextlib.suppress(OSError, ValueError):
                 os.killpg(int((marks / "started-victim").read_text().strip()), signal.SIGKILL)
         elapsed = time.monotonic() - start
-    assert proc.returncode == 0, stderr[-3000:]
+    assert proc.returncode == 0 and stdout.strip(), (stdout[-2000:], stderr[-3000:])
     assert elapsed < node_timeout + 15
+    assert stdout.startswith("{"), stdout[:500]
     report = json.loads(stdout)
     assert [u["node_id"] for u in report["unreachable"]] == [victim.node_id]
     nodes = {n["node_id"]: n for n in report["nodes"]}
