@@ -225,7 +225,7 @@ def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not
             else:
                 sources[nid] = "kb on the node, same code as this copy"
             payload = {"python": python, "checks": [c.to_dict() for c in shipped],
-                       "budget_s": max(1.0, deadline - time.monotonic())}
+                       "budget_s": max(1.0, deadline - time.monotonic()), "deadline_epoch": time.time() + (deadline - time.monotonic())}
             tasks[answer.options(**options).remote(payload)] = nid
         answers, failed = _gather(ray, tasks, deadline)
         unreachable.update(failed)

@@ -132,6 +132,12 @@ def node_report(payload: dict[str, Any]) -> dict[str, Any]:
     python = payload.get("python")
     facts = node_facts(python)
     budget = float(payload.get("budget_s", 60.0)) - DEADLINE_MARGIN_S - (time.monotonic() - start)
+    # The task may start late (a worker to start, kb to unpack); the driver's wall-clock
+    # deadline is what counts, as long as the clocks roughly agree.
+    if isinstance(payload.get("deadline_epoch"), (int, float)):
+        by_clock = float(payload["deadline_epoch"]) - DEADLINE_MARGIN_S - time.time()
+        if 0 < by_clock < budget:
+            budget = by_clock
     checks = [ShippedCheck.from_dict(c) for c in payload.get("checks", [])]
     return {
         "host": socket.gethostname(),

@@ -167,6 +167,19 @@ def _session_processes(session_dir: str) -> list[str]:
     return found
 
 
+def _processes_with_env(entry: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and entry.encode() in (proc / "environ").read_bytes().split(b"\0"):
+                if (proc / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X"):
+                    cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ")[:80]
+                    found.append(f"{proc.name}: {cmd!r}")
+        except (OSError, IndexError):
+            continue
+    return found
+
+
 @contextlib.contextmanager
 def local_cluster(workers: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, list[Any]]]:
     """A head node plus one worker node per env dict (the raylet's env_vars); shut down whatever happens."""
@@ -289,6 +302,8 @@ def test_a_killed_node_is_unreachable_a_hanging_check_is_cut_and_kb_is_shipped_w
             with contextlib.suppress(OSError, ValueError):
                 os.killpg(int((marks / "started-victim").read_text().strip()), signal.SIGKILL)
         elapsed = time.monotonic() - start
+    # The checks cut at the node's deadline were killed with their process group: none is left running.
+    assert _processes_with_env(f"KB_TEST_MARKS={marks}") == []
     assert proc.returncode == 0 and stdout.strip(), (stdout[-2000:], stderr[-3000:])
     assert elapsed < node_timeout + 15
     assert stdout.startswith("{"), stdout[:500]
