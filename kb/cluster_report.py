@@ -116,6 +116,10 @@ def _sides(values: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"value": v, "nodes": [n for n, nv in values.items() if nv == v]} for v in distinct]
 
 
+def _seconds(value: Any) -> str:
+    return f"{value:g} s" if isinstance(value, (int, float)) and not isinstance(value, bool) else "?"
+
+
 def short(node_id: str) -> str:
     return node_id[:8]
 
@@ -134,7 +138,7 @@ def format_cluster_report(report: dict[str, Any], lines_per_check: int = 3) -> s
     nodes, unreachable = report.get("nodes", []), report.get("unreachable", [])
     labels = {n["node_id"]: f"{short(n['node_id'])} ({visible(str(n.get('host', '?')))})" for n in nodes}
     out = [f"Ray cluster {visible(str(report.get('address', '?')))}: {len(nodes)} node(s) answered, "
-           f"{len(unreachable)} unreachable (node timeout {report.get('node_timeout_s', '?'):g} s)."]
+           f"{len(unreachable)} unreachable (node timeout {_seconds(report.get('node_timeout_s'))})."]
     for node in nodes:
         out.append("")
         out.append(f"== node {node['node_id']}  host {visible(str(node.get('host', '?')))}  ({node.get('kb_source', '')})")
@@ -147,7 +151,7 @@ def format_cluster_report(report: dict[str, Any], lines_per_check: int = 3) -> s
                    f"{counts[RULED_OUT]} ruled out, {counts[SKIPPED]} skipped")
         for verdict in (CONFIRMED, INCONCLUSIVE, SKIPPED, RULED_OUT):
             for c in (c for c in checks if c["verdict"] == verdict):
-                line = f"    {_MARK[verdict]} {verdict:<12} {c['case']} / {c['name']}"
+                line = f"    {_MARK[verdict]} {verdict:<12} {c['case']} / {c['name']}"  # load_cluster_report checked both
                 if verdict != RULED_OUT:
                     line += f": {c.get('reason', '')}"
                 out.append(visible(line))
@@ -161,7 +165,8 @@ def format_cluster_report(report: dict[str, Any], lines_per_check: int = 3) -> s
         for d in diffs:
             out.append(f"  {visible(d['key'])}:")
             for side in d.get("sides") or _sides(d.get("values", {})):
-                out.append(f"    {_value(side['value'], d['key'])}  on  " + ", ".join(labels.get(n, short(n)) for n in side["nodes"]))
+                out.append(f"    {_value(side.get('value'), d['key'])}  on  "
+                           + visible(", ".join(labels.get(str(n), short(str(n))) for n in side["nodes"])))
             if d.get("cases"):
                 out.append("    points to: " + ", ".join(f"kb show {c}" for c in d["cases"]))
     elif len(nodes) > 1:
@@ -170,8 +175,9 @@ def format_cluster_report(report: dict[str, Any], lines_per_check: int = 3) -> s
     if cdiffs:
         out.append(f"Checks with different verdicts on different nodes ({len(cdiffs)}):")
         for d in cdiffs:
-            per = ", ".join(f"{labels.get(n, short(n))}: {v or 'not run'}" for n, v in d["verdicts"].items())
-            out.append(visible(f"  {d['case']} / {d['check']}: {per}"))
+            verdicts = d.get("verdicts") if isinstance(d.get("verdicts"), dict) else {}
+            per = ", ".join(f"{labels.get(str(n), short(str(n)))}: {v or 'not run'}" for n, v in verdicts.items())
+            out.append(visible(f"  {d.get('case', '?')} / {d.get('check', '?')}: {per}"))
     if unreachable:
         out.append(f"Unreachable ({len(unreachable)}): no report from these nodes")
         for u in unreachable:
@@ -180,7 +186,8 @@ def format_cluster_report(report: dict[str, Any], lines_per_check: int = 3) -> s
     if not_run:
         out.append(f"Not run on any node: folder not trusted ({len(not_run)}):")
         for n in not_run:
-            out.append(visible(f"  [-] {n['case']} / {n['check']}: {n['reason']} (trust with: {n['trust_command']})"))
+            out.append(visible(f"  [-] {n.get('case', '?')} / {n.get('check', '?')}: {n.get('reason', '')} "
+                               f"(trust with: {n.get('trust_command', '')})"))
     return "\n".join(out)
 
 
@@ -214,5 +221,14 @@ def load_cluster_report(path: Path) -> dict[str, Any]:
     for i, u in enumerate(data["unreachable"]):
         if not isinstance(u, dict) or not isinstance(u.get("node_id"), str):
             raise BadClusterReport(f"{path}: unreachable[{i}] needs 'node_id' (text)")
-    data.setdefault("node_timeout_s", 0)
+    for name in ("check_differences", "not_run"):
+        items = data.get(name, [])
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise BadClusterReport(f"{path}: field '{name}' must be a list of objects")
+    for i, d in enumerate(data["differences"]):
+        if "values" in d and not isinstance(d["values"], dict):
+            raise BadClusterReport(f"{path}: differences[{i}].values must be an object (node id -> value)")
+        for j, side in enumerate(d.get("sides") or []):
+            if not isinstance(side, dict) or not isinstance(side.get("nodes"), list):
+                raise BadClusterReport(f"{path}: differences[{i}].sides[{j}] needs 'value' and 'nodes' (list)")
     return data

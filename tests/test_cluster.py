@@ -230,6 +230,12 @@ def test_cluster_doctor_names_the_differing_ifname_and_confirms_it_on_that_node_
     assert ifname_verdict(head_id) != "confirmed"
     confirmed_on = [nid for nid in nodes if ifname_verdict(nid) == "confirmed"]
     assert confirmed_on == [worker.node_id]
+    # The same report saved and read back (the app's cluster view) says it in words.
+    saved = tmp_path / "cluster.json"
+    saved.write_text(out.stdout)
+    text = format_cluster_report(load_cluster_report(saved))
+    assert f"bogus0  on  {worker.node_id[:8]}" in text and f"(not set)  on  {head_id[:8]}" in text
+    assert "points to: kb show nccl-unhandled-system-error" in text
 
 
 HANG_CASE = """---
@@ -329,3 +335,54 @@ def test_node_code_hash_changes_with_the_node_side_code(tmp_path: Path) -> None:
     assert node_code_hash(copy) == node_code_hash()
     (copy / "runner.py").write_text((copy / "runner.py").read_text() + "\n# changed\n")
     assert node_code_hash(copy) != node_code_hash()
+
+
+# ---------------------------------------------------------------- the app's view of a saved report
+
+def _saved_report(tmp_path: Path) -> Path:
+    nodes = [{"node_id": "a" * 56, "host": "gpu1", "facts": {"env.NCCL_SOCKET_IFNAME": "bogus0"},
+              "checks": [{"name": "nccl-ifname-exists", "case": "nccl-unhandled-system-error", "verdict": "confirmed",
+                          "reason": "exit status 1", "output": "NCCL_SOCKET_IFNAME=bogus0 matches no interface on this node"}]},
+             {"node_id": "b" * 56, "host": "gpu2", "facts": {}, "checks": []}]
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps({"address": "h:6379", "node_timeout_s": 120, "nodes": nodes, "differences": differences(nodes),
+                                "unreachable": [{"node_id": "c" * 56, "host": "gpu3", "reason": "no answer within the node timeout"}]}))
+    return path
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("anyio_backend", ["asyncio"])
+async def test_the_app_shows_a_saved_cluster_report_and_names_a_bad_file(tmp_path: Path, anyio_backend: str) -> None:
+    from textual.app import App
+    from textual.widgets import Input, Label, Static
+
+    from tui.screens.cluster import ClusterScreen
+
+    good = _saved_report(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"nodes": "x"}))
+
+    class Host(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(ClusterScreen())
+
+    async with Host().run_test(size=(120, 40)) as pilot:
+        screen = pilot.app.screen
+        assert isinstance(screen, ClusterScreen)
+        field = screen.query_one("#cluster-path", Input)
+        field.value = str(bad)
+        await pilot.press("enter")
+        await pilot.pause()
+        status = str(screen.query_one("#cluster-status", Label).render())
+        assert "bad.json: field 'nodes' missing or not a list" in status
+        field.value = str(good)
+        field.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        body = str(screen.query_one("#cluster-body", Static).render())
+        assert "Differences between nodes (1):" in body and "bogus0  on  aaaaaaaa (gpu1)" in body
+        assert "[x] " + "c" * 56 in body
+        assert "2 node(s) answered, 1 unreachable, 1 difference(s)" in str(screen.query_one("#cluster-status", Label).render())
+        await pilot.press("escape")
+        await pilot.pause()
+        assert not isinstance(pilot.app.screen, ClusterScreen)
