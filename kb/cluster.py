@@ -23,8 +23,9 @@ import importlib.util
 import os
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .casefile import Case
 from .cluster_node import ShippedCheck
@@ -175,8 +176,8 @@ def _gather(ray: Any, refs: dict[Any, str], deadline: float) -> tuple[dict[str, 
 def run_cluster_doctor(address: str, cases: list[Case], python: str | None = None,
                        node_timeout: float = NODE_TIMEOUT) -> dict[str, Any]:
     """Connect to the cluster at `address`, ask every alive node, return the report object (`--json`)."""
-    import ray  # noqa: PLC0415 - optional: only `kb doctor --ray` needs it
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy  # noqa: PLC0415
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     shipped, not_run = ship_checks(cases, python)
     with _stdout_to_stderr():
@@ -189,7 +190,7 @@ def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not
     deadline = start + node_timeout
     try:
         ray.init(address=address, log_to_driver=False, logging_level="ERROR")
-    except Exception as exc:  # noqa: BLE001 - ConnectionError, a timeout, a version mismatch
+    except Exception as exc:
         raise ClusterError(f"could not connect to the Ray cluster at {address}: {type(exc).__name__}: {exc}".splitlines()[0]) from exc
     try:
         nodes = _alive_nodes(ray)

@@ -21,7 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from .casefile import Case, Check
-from .envreport import PACKAGES, cuda_version, gpu_info, looks_secret, nvcc_version, relevant_env, target_versions
+from .envreport import (
+    PACKAGES,
+    cuda_version,
+    gpu_info,
+    looks_secret,
+    nvcc_version,
+    relevant_env,
+    target_versions,
+)
 from .needs import target_python
 from .runner import INCONCLUSIVE, Plan, interpreter_for, run_plan
 

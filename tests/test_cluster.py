@@ -16,16 +16,24 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from kb.caseset import load_cases
-from kb.cluster import resolve_address, ClusterError, ship_checks, node_code_hash
+from kb.cluster import ClusterError, node_code_hash, resolve_address, ship_checks
 from kb.cluster_node import ShippedCheck, node_env, run_checks
-from kb.cluster_report import (EXACT_POINTERS, PREFIX_POINTERS, BadClusterReport, differences, format_cluster_report,
-                               load_cluster_report, pointed_cases)
+from kb.cluster_report import (
+    EXACT_POINTERS,
+    PREFIX_POINTERS,
+    BadClusterReport,
+    differences,
+    format_cluster_report,
+    load_cluster_report,
+    pointed_cases,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_RAY = importlib.util.find_spec("ray") is not None

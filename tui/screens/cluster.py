@@ -19,7 +19,11 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Label, Static
 
-from kb.cluster_report import BadClusterReport, format_cluster_report, load_cluster_report
+from kb.cluster_report import (
+    BadClusterReport,
+    format_cluster_report,
+    load_cluster_report,
+)
 
 
 class ClusterScreen(Screen[None]):
