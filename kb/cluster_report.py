@@ -8,6 +8,7 @@ without Ray.
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -149,15 +150,19 @@ def format_cluster_report(report: dict[str, Any], lines_per_check: int = 3) -> s
         counts = {v: sum(1 for c in checks if c["verdict"] == v) for v in (CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED)}
         out.append(f"  checks: {counts[CONFIRMED]} confirmed, {counts[INCONCLUSIVE]} inconclusive, "
                    f"{counts[RULED_OUT]} ruled out, {counts[SKIPPED]} skipped")
-        for verdict in (CONFIRMED, INCONCLUSIVE, SKIPPED, RULED_OUT):
+        for verdict in (CONFIRMED, INCONCLUSIVE, SKIPPED):
             for c in (c for c in checks if c["verdict"] == verdict):
-                line = f"    {_MARK[verdict]} {verdict:<12} {c['case']} / {c['name']}"  # load_cluster_report checked both
-                if verdict != RULED_OUT:
-                    line += f": {c.get('reason', '')}"
-                out.append(visible(line))
+                # load_cluster_report checked case, name and verdict
+                out.append(visible(f"    {_MARK[verdict]} {verdict:<12} {c['case']} / {c['name']}: {c.get('reason', '')}"))
                 if verdict == CONFIRMED:
                     tail = [ln for ln in str(c.get("output", "")).splitlines() if ln.strip()][-lines_per_check:]
                     out.extend(visible(f"          {ln}") for ln in tail)
+        ruled_out = [f"{c['case']}/{c['name']}" for c in checks if c["verdict"] == RULED_OUT]
+        if ruled_out:
+            # One wrapped paragraph: on a 16-node cluster a line per passing check would bury the rest.
+            out.extend(visible(ln) for ln in textwrap.wrap("ruled out: " + ", ".join(ruled_out), width=110,
+                                                           initial_indent="    ", subsequent_indent="      ",
+                                                           break_on_hyphens=False))
     out.append("")
     diffs = report.get("differences", [])
     if diffs:
