@@ -379,6 +379,27 @@ def run_check(
     if plan.invalid:
         name, why = next(iter(plan.invalid.items()))
         raise BadParam(name, plan.values[name], why)
+    return run_plan(plan, python, on_output, cancel_event, record=record, output_cap=output_cap,
+                    stream_cap=stream_cap, kill_grace=kill_grace)
+
+
+def run_plan(
+    plan: Plan,
+    python: str | None = None,
+    on_output: OnOutput | None = None,
+    cancel_event: threading.Event | None = None,
+    *,
+    record: bool = True,
+    output_cap: int = OUTPUT_CAP,
+    stream_cap: int = STREAM_CAP,
+    kill_grace: float = KILL_GRACE,
+) -> CheckResult:
+    """Run a ready plan (values already substituted) with the same needs, containment and timeout as `run_check`.
+
+    `kb doctor --ray` plans each check on the driver, where trust is decided,
+    and runs that exact code on every node through this function.
+    """
+    case, check = plan.case, plan.check
     started_at = _now_iso()
     base = dict(case=case.id, name=check.name, params=plan.values, interpreter=plan.interpreter_desc, started_at=started_at)
 

@@ -244,6 +244,11 @@ class KbApp(App[int]):
             )
         )
 
+    def open_cluster_report(self) -> None:
+        from .screens.cluster import ClusterScreen  # noqa: PLC0415 - only when asked for
+
+        self.push_screen(ClusterScreen())
+
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # kb's own commands only (Textual's theme/screenshot entries are noise here), plus quit.
         chat = self.chat
@@ -254,6 +259,7 @@ class KbApp(App[int]):
         yield SystemCommand("New case from paste", "Start a new case from the last message (ctrl+r)", chat.action_new_case)
         yield SystemCommand("Cancel search", "Stop the search in progress (Esc)", chat.action_cancel_search)
         yield SystemCommand("Help: keys", "Every key of the app (F1)", self.action_help)
+        yield SystemCommand("Cluster report", "Show a saved `kb doctor --ray ADDRESS --json` file", self.open_cluster_report)
         if isinstance(screen, CaseScreen):
             yield SystemCommand("Run selected check", "Show the code, confirm, run (r)", screen.action_run_selected)
             yield SystemCommand("Run all checks", "Show the code of every check, confirm, run (a)", screen.action_run_all)
