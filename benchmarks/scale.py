@@ -33,7 +33,6 @@ import random
 import re
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -57,8 +56,8 @@ def peak_rss_mb() -> float:
 
 
 def vocabulary() -> dict:
-    from kb.caseset import load_cases
     from kb.casefile import REGEX_PREFIX
+    from kb.caseset import load_cases
 
     cs = load_cases()
     words: set[str] = set()
@@ -229,8 +228,8 @@ def phase_recall(args: argparse.Namespace) -> dict:
     import faiss
     import numpy as np
 
-    from kb.index import APPROX_THRESHOLD, open_index
     from kb.encoder import OnnxEncoder
+    from kb.index import APPROX_THRESHOLD, open_index
 
     idx = open_index([Path(args.folder)], index_dir=Path(args.index_dir), include_builtin=False)
     if not idx.dense_available:

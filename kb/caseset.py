@@ -65,7 +65,7 @@ def case_layers(extra: list[Path] | None = None, include_builtin: bool = True, i
         include_config = include_builtin
     layers: list[Layer] = [Layer("built-in", builtin_cases_dir())] if include_builtin else []
     if include_config:
-        from .config import load_config  # noqa: PLC0415
+        from .config import load_config
 
         cfg = load_config()
         if cfg.team_cases is not None:
@@ -102,7 +102,7 @@ def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) ->
     layers = case_layers(extra, include_builtin)
     result = CaseSet(folders=[layer.path for layer in layers])
     if include_builtin:
-        from .config import load_config  # noqa: PLC0415
+        from .config import load_config
 
         cfg = load_config()
         result.problems += [Problem(cfg.path, 0, msg, "warning") for msg in cfg.problems]
@@ -175,8 +175,8 @@ def validate_check_syntax(case: Case) -> list[Problem]:
 
 def validate_regex_cost(case: Case) -> list[Problem]:
     """Regex signatures that could backtrack catastrophically (nested repeats, slow on probes)."""
-    from .casefile import REGEX_PREFIX  # noqa: PLC0415
-    from .signatures import regex_risk  # noqa: PLC0415
+    from .casefile import REGEX_PREFIX
+    from .signatures import regex_risk
 
     problems: list[Problem] = []
     file_lines: list[str] | None = None

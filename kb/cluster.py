@@ -101,7 +101,7 @@ def _probe_fn():  # type: ignore[no-untyped-def]
         out: dict[str, Any] = {"host": _s.gethostname(), "kb": None, "hash": None}
         try:
             spec = _u.find_spec("kb")
-        except Exception as exc:  # noqa: BLE001 - a broken kb is as good as none
+        except Exception as exc:
             out["error"] = f"{type(exc).__name__}: {exc}"
             return out
         if spec is None or not spec.submodule_search_locations:
@@ -161,14 +161,14 @@ def _gather(ray: Any, refs: dict[Any, str], deadline: float) -> tuple[dict[str, 
             node = refs[ref]
             try:
                 answers[node] = ray.get(ref, timeout=10)
-            except Exception as exc:  # noqa: BLE001 - a dead node, a crashed worker, a failed runtime_env
+            except Exception as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 failed[node] = f"{type(exc).__name__}: {first}"[:300]
     for ref in pending:
         failed[refs[ref]] = "no answer within the node timeout"
         try:
             ray.cancel(ref, force=True)
-        except Exception:  # noqa: BLE001 - the node may be gone; nothing more to do
+        except Exception:
             pass
     return answers, failed
 

@@ -12,9 +12,10 @@ reported in `Config.problems`.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 from .paths import config_dir, data_dir
 

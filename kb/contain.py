@@ -55,7 +55,7 @@ def cannot_exec(program: str) -> str | None:
     "could not start PATH: No such file or directory".
     """
     if os.sep not in program:
-        from .needs import which  # noqa: PLC0415
+        from .needs import which
 
         return None if which(program) else os.strerror(errno.ENOENT)
     if not os.path.exists(program):

@@ -11,7 +11,8 @@ import datetime as _dt
 import platform
 import sys
 import traceback
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import __version__
 from .errors import EXIT_CRASH, EXIT_USAGE, UsageError
@@ -46,7 +47,7 @@ def guarded(func: Callable[[Any], int], args: Any) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except Exception as exc:  # noqa: BLE001 - the point is to catch everything
+    except Exception as exc:
         log = write_crash_log(exc)
         print(f"kb: internal error: {type(exc).__name__}: {exc} (details: {log})", file=sys.stderr)
         return EXIT_CRASH

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .casefile import Case, Check
 from .provenance import case_origin

@@ -18,8 +18,8 @@ from .model import MAX_SEQ_LENGTH
 
 class OnnxEncoder:
     def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1) -> None:
-        import onnxruntime as ort  # noqa: PLC0415 - ~0.1 s, only when dense search is used
-        from tokenizers import Tokenizer  # noqa: PLC0415
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
 
         options = ort.SessionOptions()
         # One thread answers a single short query fastest on a small machine.

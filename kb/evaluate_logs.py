@@ -19,7 +19,7 @@ Measured per log and summed over the set:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +55,7 @@ class Counts:
     kept: int = 0
     labelled: int = 0
 
-    def add(self, other: "Counts") -> None:
+    def add(self, other: Counts) -> None:
         self.tp += other.tp
         self.kept += other.kept
         self.labelled += other.labelled
@@ -106,7 +106,7 @@ def _counts(log: LabelledLog, text: str, analysis: LogAnalysis) -> Counts:
     return Counts(len(kept & labelled), len(kept), len(labelled))
 
 
-def evaluate_logs(root: Path, engine: "Engine | None" = None) -> dict[str, Any]:
+def evaluate_logs(root: Path, engine: Engine | None = None) -> dict[str, Any]:
     logs = load_set(root)
     per_split: dict[str, Counts] = {}
     total = Counts()

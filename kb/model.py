@@ -54,11 +54,11 @@ def offline_environment() -> None:
 
 def _quiet_transformers() -> None:
     try:
-        from transformers.utils import logging as hf_logging  # noqa: PLC0415
+        from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
         hf_logging.set_verbosity_error()
-    except Exception:  # noqa: BLE001 - cosmetics only
+    except Exception:
         pass
 
 
@@ -107,8 +107,8 @@ def verify_weights(spec: ModelSpec) -> str:
 def export_onnx(spec: ModelSpec, out_path: Path) -> None:
     """Export the transformer of a sentence-transformers model to ONNX (needs torch)."""
     offline_environment()
-    import torch  # noqa: PLC0415 - torch only at build time
-    from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+    import torch
+    from sentence_transformers import SentenceTransformer
 
     _quiet_transformers()
     model = SentenceTransformer(str(spec.path), device="cpu")
@@ -124,7 +124,7 @@ def export_onnx(spec: ModelSpec, out_path: Path) -> None:
 
     sample = model.tokenizer(["a short sample", "another sample text"], padding=True, return_tensors="pt")
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    import warnings  # noqa: PLC0415
+    import warnings
 
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
@@ -143,7 +143,7 @@ def export_onnx(spec: ModelSpec, out_path: Path) -> None:
 def torch_embeddings(spec: ModelSpec, texts: list[str]):  # -> np.ndarray
     """Reference embeddings from sentence-transformers (normalised), for export checks."""
     offline_environment()
-    from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+    from sentence_transformers import SentenceTransformer
 
     _quiet_transformers()
     model = SentenceTransformer(str(spec.path), device="cpu")

@@ -27,8 +27,8 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 # Generous for `import torch` on a cold file system, short enough that a hung
 # driver does not hold up a check for long.

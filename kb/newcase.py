@@ -17,17 +17,18 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import yaml
 
+from . import store
 from .casefile import ID_RE, REGEX_PREFIX, parse_case_text, split_front_matter
+from .paths import is_writable_dir
 from .redact import Redactor
 from .signals import SignalLine, Signals, extract
-from . import store
-from .paths import is_writable_dir
 from .signatures import canon, has_nested_repeat
 
 DEFAULT_CATEGORY = "uncategorized"
@@ -119,13 +120,13 @@ def _volatile_spans(line: str, redactor: Redactor) -> list[_Span]:
         return not any(s < t.end and t.start < e for t in spans)
 
     # URLs first, so that credentials inside a URL fall inside the URL's span
-    for kind, rx, gen in VOLATILE[:1]:
+    for _kind, rx, gen in VOLATILE[:1]:
         for m in rx.finditer(line):
             spans.append(_Span(m.start(), m.end(), gen))
     for s in redactor.spans(line):
         if free(s.start, s.end):
             spans.append(_Span(s.start, s.end, REDACTED_PATTERNS.get(s.kind, SECRET_PATTERN)))
-    for kind, rx, gen in VOLATILE[1:]:
+    for _kind, rx, gen in VOLATILE[1:]:
         for m in rx.finditer(line):
             if m.end() > m.start() and free(m.start(), m.end()):
                 spans.append(_Span(m.start(), m.end(), gen(m.group(0)) if callable(gen) else gen))
@@ -256,7 +257,7 @@ class Draft:
         """The existing case that already matches this log with high confidence, if any."""
         return self.similar[0] if self.similar and self.similar[0].confidence == "high" else None
 
-    def replace(self, **changes: Any) -> "Draft":
+    def replace(self, **changes: Any) -> Draft:
         """A copy with id/title/category/signatures changed and the file text rendered again."""
         if "title" in changes:
             changes["title"] = Redactor().redact(str(changes["title"])).strip()
@@ -489,7 +490,7 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def is_protected(folder: Path) -> bool:
     """The built-in cases and the kb package itself are never written by `kb new`."""
-    from .paths import builtin_cases_dir  # noqa: PLC0415
+    from .paths import builtin_cases_dir
 
     return _inside(folder, builtin_cases_dir()) or _inside(folder, Path(__file__).resolve().parent)
 
@@ -501,7 +502,7 @@ def target_folder(explicit: Path | None = None) -> Path:
     cases are never a target. An explicit folder that cannot be written is an
     error rather than a silent fallback. Raises NotWritable.
     """
-    from .config import load_config  # noqa: PLC0415
+    from .config import load_config
 
     if explicit is not None:
         folder = Path(explicit).expanduser()
@@ -523,7 +524,7 @@ def target_folder(explicit: Path | None = None) -> Path:
 
 def folder_ids(folder: Path) -> set[str]:
     """Ids already taken by files in a case folder (also broken ones, which load_cases skips)."""
-    from .caseset import case_files  # noqa: PLC0415
+    from .caseset import case_files
 
     return {p.stem for p in case_files(folder)} if folder.is_dir() else set()
 

@@ -152,23 +152,34 @@ def _bash(code: str) -> list[Placement]:
                 stack.pop()
                 i += 1
             elif code.startswith("$((", i):
-                stack.append("arith"); depth.append(0); i += 3
+                stack.append("arith")
+                depth.append(0)
+                i += 3
             elif code.startswith("$(", i):
-                stack.append("cmd"); depth.append(0); i += 2
+                stack.append("cmd")
+                depth.append(0)
+                i += 2
             elif code.startswith("${", i):
-                stack.append("param"); depth.append(0); i += 2
+                stack.append("param")
+                depth.append(0)
+                i += 2
             elif c == "`":
-                stack.append("tick"); i += 1
+                stack.append("tick")
+                i += 1
             else:
                 i += 1
             continue
         if ctx in ("arith", "param", "sub", "test"):
             opener, closer = {"arith": ("(", ")"), "param": ("{", "}"), "sub": ("[", "]"), "test": ("[[", "]]")}[ctx]
             if code.startswith("$(", i) and not code.startswith("$((", i) and ctx != "arith":
-                stack.append("cmd"); depth.append(0); i += 2
+                stack.append("cmd")
+                depth.append(0)
+                i += 2
                 continue
             if c == "'" or c == '"':
-                stack.append(c); depth.append(0); i += 1
+                stack.append(c)
+                depth.append(0)
+                i += 1
                 continue
             if code.startswith(opener, i):
                 depth[-1] += 1
@@ -176,7 +187,8 @@ def _bash(code: str) -> list[Placement]:
                 continue
             if code.startswith(closer, i):
                 if depth[-1] == 0:
-                    stack.pop(); depth.pop()
+                    stack.pop()
+                    depth.pop()
                     i += len(closer)
                     if ctx == "arith" and i < n and code[i] == ")":
                         i += 1  # the second ) of $(( … ))
@@ -197,37 +209,54 @@ def _bash(code: str) -> list[Placement]:
             i = end
             continue
         if c == "'" or c == '"':
-            stack.append(c); depth.append(0); i += 1
+            stack.append(c)
+            depth.append(0)
+            i += 1
             at_word_start = False
             continue
         if c == "`":
-            stack.append("tick"); depth.append(0); i += 1
+            stack.append("tick")
+            depth.append(0)
+            i += 1
             continue
         if code.startswith("$((", i) or (code.startswith("((", i) and at_word_start):
-            stack.append("arith"); depth.append(0)
+            stack.append("arith")
+            depth.append(0)
             i += 3 if c == "$" else 2
             continue
         if code.startswith("$[", i):
-            stack.append("sub"); depth.append(0); i += 2
+            stack.append("sub")
+            depth.append(0)
+            i += 2
             continue
         if code.startswith("$(", i):
-            stack.append("cmd"); depth.append(0); i += 2
+            stack.append("cmd")
+            depth.append(0)
+            i += 2
             at_word_start = True
             continue
         if code.startswith("${", i):
-            stack.append("param"); depth.append(0); i += 2
+            stack.append("param")
+            depth.append(0)
+            i += 2
             continue
         if code.startswith("[[", i) and at_word_start:
-            stack.append("test"); depth.append(0); i += 2
+            stack.append("test")
+            depth.append(0)
+            i += 2
             continue
-        if c == "[" and _NAME_START.search(code[max(0, i - 64): i + 1]):
-            stack.append("sub"); depth.append(0); i += 1
+        if c == "[" and _NAME_START.search(code[max(0, i - 64) : i + 1]):
+            stack.append("sub")
+            depth.append(0)
+            i += 1
             continue
         if ctx == "cmd" and c == "(":
             depth[-1] += 1
         elif ctx == "cmd" and c == ")":
             if depth[-1] == 0:
-                stack.pop(); depth.pop(); i += 1
+                stack.pop()
+                depth.pop()
+                i += 1
                 at_word_start = False
                 continue
             depth[-1] -= 1

@@ -56,7 +56,7 @@ class OriginMap:
         self._by_stem: dict[str, list[tuple[int, Path]]] | None = None
 
     @classmethod
-    def current(cls, extra: list[Path] | None = None, include_builtin: bool = True) -> "OriginMap":
+    def current(cls, extra: list[Path] | None = None, include_builtin: bool = True) -> OriginMap:
         return cls(case_layers(extra, include_builtin))
 
     def _stems(self) -> dict[str, list[tuple[int, Path]]]:

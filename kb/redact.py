@@ -41,8 +41,8 @@ import bisect
 import ipaddress
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 # Hosts that identify nothing private; kept so that URLs in errors stay meaningful.
 PUBLIC_HOSTS = (

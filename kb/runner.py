@@ -24,9 +24,10 @@ import tempfile
 import threading
 import time
 from codecs import getincrementaldecoder
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from . import contain
 from .casefile import PLACEHOLDER_RE, Case, Check
@@ -259,7 +260,7 @@ class _Sink:
             return
         try:
             self.on_output(text)  # type: ignore[misc]
-        except Exception:  # noqa: BLE001 - a broken display must not break the run
+        except Exception:
             self.on_output = None
 
     def finish(self) -> str:

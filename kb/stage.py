@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .logreduce import LogLine, Reduction
+from .logreduce import Reduction
 
 ORDER = ("launch", "init", "rollout", "step", "checkpoint", "validation")
 

@@ -25,8 +25,9 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .errors import UsageError
 
@@ -82,7 +83,7 @@ def write_json(path: Path, obj: Any) -> None:
 
 
 def lock(root: Path, timeout: float = 300.0):  # -> filelock.FileLock
-    from filelock import FileLock  # noqa: PLC0415
+    from filelock import FileLock
 
     root.mkdir(parents=True, exist_ok=True)
     return FileLock(str(root / LOCK_NAME), timeout=timeout)
@@ -124,7 +125,7 @@ def locked(root: Path, wait: float | None = None, on_wait: Callable[[str], None]
     waiting process can name it. The lock is an flock: it goes when its
     holder dies, so a crashed builder never blocks anyone.
     """
-    from filelock import FileLock, Timeout  # noqa: PLC0415
+    from filelock import FileLock, Timeout
 
     root.mkdir(parents=True, exist_ok=True)
     limit = lock_wait_limit() if wait is None else wait

@@ -84,7 +84,7 @@ def _load() -> dict[str, dict[str, str]]:
 
 
 def _save(folders: dict[str, dict[str, str]]) -> None:
-    from .store import atomic_write_bytes  # noqa: PLC0415 - only writers need it
+    from .store import atomic_write_bytes
 
     path = trust_path()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -104,7 +104,7 @@ def is_builtin(folder: Path | None) -> bool:
 
 def _locked() -> Any:
     """A lock around read-modify-write of trust.json, so two `kb trust` at once lose no decision."""
-    from filelock import FileLock  # noqa: PLC0415 - only writers need it
+    from filelock import FileLock
 
     path = trust_path()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from textual import events
@@ -22,7 +22,6 @@ from tui.report import render_report
 from tui.screens.case import CaseScreen
 from tui.screens.confirm import ConfirmRunScreen
 from tui.screens.help import HelpScreen
-from tui.widgets.card import CaseCard
 from tui.widgets.prompt import PromptArea, pasted_path
 
 NCCL = (
@@ -46,7 +45,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-async def wait_until(pilot, cond: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:  # noqa: ANN001
+async def wait_until(pilot, cond: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
     end = time.monotonic() + timeout
     while not cond():
         if time.monotonic() > end:
@@ -54,13 +53,13 @@ async def wait_until(pilot, cond: Callable[[], bool], timeout: float = 15.0, wha
         await pilot.pause(0.02)
 
 
-async def ready(pilot) -> KbApp:  # noqa: ANN001
+async def ready(pilot) -> KbApp:
     app: KbApp = pilot.app
     await wait_until(pilot, lambda: app.caseset is not None, what="the cases")
     return app
 
 
-async def send(pilot, text: str) -> Turn:  # noqa: ANN001
+async def send(pilot, text: str) -> Turn:
     app: KbApp = pilot.app
     prompt = app.chat.query_one(PromptArea)
     prompt.focus()
@@ -73,7 +72,7 @@ async def send(pilot, text: str) -> Turn:  # noqa: ANN001
     return app.chat.conv.turns[-1]
 
 
-def harmless_case(write_case, **extra) -> Path:  # noqa: ANN001, ANN003
+def harmless_case(write_case, **extra) -> Path:
     return write_case(
         "kbtest-harmless",
         [
@@ -256,7 +255,7 @@ async def test_pasted_log_path_loads_the_file(engine: Engine, tmp_path: Path) ->
 # ---------------------------------------------------------------- checks
 
 
-async def test_run_check_through_confirm_modal(engine: Engine, write_case) -> None:  # noqa: ANN001
+async def test_run_check_through_confirm_modal(engine: Engine, write_case) -> None:
     folder = harmless_case(write_case)
     app = KbApp([folder], engine=engine, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -283,7 +282,7 @@ async def test_run_check_through_confirm_modal(engine: Engine, write_case) -> No
         assert app.chat.query(".check")
 
 
-async def test_confirm_no_runs_nothing(engine: Engine, write_case) -> None:  # noqa: ANN001
+async def test_confirm_no_runs_nothing(engine: Engine, write_case) -> None:
     folder = harmless_case(write_case)
     app = KbApp([folder], engine=engine, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -299,7 +298,7 @@ async def test_confirm_no_runs_nothing(engine: Engine, write_case) -> None:  # n
         assert case_screen.results == [] and app.chat.conv.checks == []
 
 
-async def test_cancel_running_check(engine: Engine, write_case) -> None:  # noqa: ANN001
+async def test_cancel_running_check(engine: Engine, write_case) -> None:
     folder = harmless_case(write_case)
     app = KbApp([folder], engine=engine, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("pexpect")
 pytest.importorskip("pyte")
 
-from ptyterm import Terminal  # noqa: E402 - after the skips
+from ptyterm import Terminal
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +21,7 @@ NCCL = "unhandled system error (run with NCCL_DEBUG=INFO for details)"
 
 
 @pytest.fixture
-def terminal(engine, shared_index_dir):  # noqa: ANN001 - engine: the index is built once for the session
+def terminal(engine, shared_index_dir):
     opened: list[Terminal] = []
 
     def start(cols: int, rows: int) -> Terminal:
@@ -36,7 +36,7 @@ def terminal(engine, shared_index_dir):  # noqa: ANN001 - engine: the index is b
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 45)])
-def test_a_bracketed_paste_of_five_lines_shows_once(terminal, size) -> None:  # noqa: ANN001
+def test_a_bracketed_paste_of_five_lines_shows_once(terminal, size) -> None:
     term = terminal(*size)
     lines = [f"paste line {i} marker{i}x" for i in range(1, 6)]
     term.paste("\n".join(lines))
@@ -47,7 +47,7 @@ def test_a_bracketed_paste_of_five_lines_shows_once(terminal, size) -> None:  # 
         assert screen.count(line) == 1, screen
 
 
-def test_at_80x24_the_run_dialog_shows_run_and_cancel(terminal) -> None:  # noqa: ANN001
+def test_at_80x24_the_run_dialog_shows_run_and_cancel(terminal) -> None:
     term = terminal(80, 24)
     term.paste(NCCL)
     term.send("\r")
@@ -61,7 +61,7 @@ def test_at_80x24_the_run_dialog_shows_run_and_cancel(terminal) -> None:  # noqa
     term.wait_for(lambda s: "Run (y)" not in s, "the dialog to close")
 
 
-def test_typing_while_a_card_has_focus_goes_to_the_prompt(terminal) -> None:  # noqa: ANN001
+def test_typing_while_a_card_has_focus_goes_to_the_prompt(terminal) -> None:
     term = terminal(160, 45)
     term.paste(NCCL)
     term.send("\r")

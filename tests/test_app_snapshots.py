@@ -118,7 +118,7 @@ def app(frozen: tuple[Engine, CaseSet], monkeypatch: pytest.MonkeyPatch) -> KbAp
     return KbApp(engine=engine, caseset=caseset, dense=False, cursor_blink=False)
 
 
-async def settle(pilot) -> None:  # noqa: ANN001
+async def settle(pilot) -> None:
     app = pilot.app
     end = time.monotonic() + 15
     while app.caseset is None or app.engine is None or any(t.pending for t in app.chat.conv.turns):
@@ -128,7 +128,7 @@ async def settle(pilot) -> None:  # noqa: ANN001
     await pilot.pause()
 
 
-async def ask(pilot) -> None:  # noqa: ANN001
+async def ask(pilot) -> None:
     await settle(pilot)
     prompt = pilot.app.chat.query_one(PromptArea)
     prompt.load_text(PASTE)
@@ -136,16 +136,16 @@ async def ask(pilot) -> None:  # noqa: ANN001
     await settle(pilot)
 
 
-def test_empty_chat(snap_compare, app: KbApp) -> None:  # noqa: ANN001
+def test_empty_chat(snap_compare, app: KbApp) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=settle)
 
 
-def test_answer(snap_compare, app: KbApp) -> None:  # noqa: ANN001
+def test_answer(snap_compare, app: KbApp) -> None:
     assert snap_compare(app, terminal_size=SIZE, run_before=ask)
 
 
-def test_case_view(snap_compare, app: KbApp) -> None:  # noqa: ANN001
-    async def run_before(pilot) -> None:  # noqa: ANN001
+def test_case_view(snap_compare, app: KbApp) -> None:
+    async def run_before(pilot) -> None:
         await ask(pilot)
         await pilot.press("ctrl+o")
         await pilot.pause()
@@ -153,8 +153,8 @@ def test_case_view(snap_compare, app: KbApp) -> None:  # noqa: ANN001
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_confirm_modal(snap_compare, app: KbApp) -> None:  # noqa: ANN001
-    async def run_before(pilot) -> None:  # noqa: ANN001
+def test_confirm_modal(snap_compare, app: KbApp) -> None:
+    async def run_before(pilot) -> None:
         await settle(pilot)
         pilot.app.open_case("snap-nccl-system-error")
         await pilot.pause()
@@ -164,5 +164,5 @@ def test_confirm_modal(snap_compare, app: KbApp) -> None:  # noqa: ANN001
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)
 
 
-def test_help(snap_compare, app: KbApp) -> None:  # noqa: ANN001
+def test_help(snap_compare, app: KbApp) -> None:
     assert snap_compare(app, terminal_size=SIZE, press=["f1"], run_before=settle)

@@ -14,7 +14,6 @@ from kb.casefile import MAX_CASE_BYTES, parse_case_file
 from kb.caseset import load_cases, validate
 from kb.index import open_index
 from kb.search import Engine
-from kb.signals import extract
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,7 +51,7 @@ def write_case(folder: Path, case_id: str, signatures: str = "[]", title: str = 
     return path
 
 
-def timed(fn, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+def timed(fn, *args, **kwargs):
     t0 = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - t0

@@ -13,7 +13,7 @@ from kb.crash import guarded
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _boom(args) -> int:  # noqa: ANN001
+def _boom(args) -> int:
     raise RuntimeError("the frobnicator broke")
 
 
@@ -30,7 +30,7 @@ def test_guarded_crash_prints_one_line_and_writes_a_log(capsys) -> None:
 
 
 def test_guarded_user_error_is_exit_2_without_a_log(capsys) -> None:
-    def bad(args) -> int:  # noqa: ANN001
+    def bad(args) -> int:
         raise cli.UsageError("no such case 'x'")
 
     assert guarded(bad, None) == cli.EXIT_USAGE
@@ -50,7 +50,7 @@ def test_crash_log_unwritable_still_prints_the_traceback(monkeypatch, tmp_path: 
 def test_cli_command_crash_exits_3(monkeypatch, capsys) -> None:
     import kb.search
 
-    def explode(*a, **k):  # noqa: ANN002, ANN003
+    def explode(*a, **k):
         raise ValueError("index exploded")
 
     monkeypatch.setattr(kb.search.Engine, "open", classmethod(lambda cls, *a, **k: explode()))

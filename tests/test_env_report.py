@@ -10,7 +10,6 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-
 from kb import envreport
 from kb.cli import main
 from kb.needs import run_cmd

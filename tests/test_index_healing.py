@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 import kb.index
-from kb import store
 from kb.errors import UsageError
 from kb.index import open_index
 from kb.search import Engine
@@ -73,7 +72,7 @@ class HashEncoder:
 
     dim = 16
 
-    def encode(self, texts, on_batch=None):  # noqa: ANN001, ANN201
+    def encode(self, texts, on_batch=None):
         vecs = np.zeros((len(texts), self.dim), np.float32)
         for i, text in enumerate(texts):
             raw = np.frombuffer(hashlib.sha256(text.encode()).digest()[: self.dim], dtype=np.uint8).astype(np.float32) + 1
@@ -95,17 +94,17 @@ def hash_dense(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kb.index, "_export_check", lambda models, sha: {"weights_sha256": sha} if sha == info["weights_sha256"] else None)
 
 
-def open_tiny(team: Path, index_dir: Path, dense: bool = False):  # noqa: ANN201
+def open_tiny(team: Path, index_dir: Path, dense: bool = False):
     return open_index([team], index_dir=index_dir, include_builtin=False, progress=False, dense=dense)
 
 
-def answers(idx) -> None:  # noqa: ANN001
+def answers(idx) -> None:
     eng = Engine(idx)
     for cid, (sig, _, _) in TINY.items():
         assert eng.search(f"Traceback (most recent call last):\n{sig} at step 7", use=("signature", "lexical")).results[0].id == cid
 
 
-def total_texts(idx) -> int:  # noqa: ANN001
+def total_texts(idx) -> int:
     return sum(len(d["dense_texts"]) for d in idx.docs)
 
 
@@ -213,7 +212,7 @@ def test_current_as_a_directory_is_moved_aside_not_lost(tiny) -> None:
 # ---------------------------------------------------------------- read-only folders
 
 
-def test_read_only_index_and_cache_fall_back_to_a_private_folder_and_say_where(tiny, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_read_only_index_and_cache_fall_back_to_a_private_folder_and_say_where(tiny, tmp_path: Path, monkeypatch) -> None:
     team, _ = tiny
     blocker = tmp_path / "a-file"  # mkdir under a regular file fails for everyone, root included
     blocker.write_text("x")
@@ -229,7 +228,7 @@ def test_read_only_index_and_cache_fall_back_to_a_private_folder_and_say_where(t
     answers(idx)
 
 
-def test_a_read_only_index_that_is_current_is_used_as_it_is(tiny, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_a_read_only_index_that_is_current_is_used_as_it_is(tiny, tmp_path: Path, monkeypatch) -> None:
     team, index_dir = tiny
     built = open_tiny(team, index_dir)
     real = kb.index.is_writable_dir
@@ -254,7 +253,7 @@ with store.locked(Path(sys.argv[1]), wait=5):
 
 
 @pytest.fixture
-def lock_holder(tmp_path: Path):  # noqa: ANN201
+def lock_holder(tmp_path: Path):
     procs: list[subprocess.Popen] = []
 
     def hold(root: Path, seconds: float = 30.0) -> subprocess.Popen:
@@ -270,7 +269,7 @@ def lock_holder(tmp_path: Path):  # noqa: ANN201
         proc.wait()
 
 
-def test_a_held_lock_is_named_waited_for_a_bounded_time_and_the_previous_index_answers(tiny, lock_holder, monkeypatch, capsys) -> None:  # noqa: ANN001
+def test_a_held_lock_is_named_waited_for_a_bounded_time_and_the_previous_index_answers(tiny, lock_holder, monkeypatch, capsys) -> None:
     team, index_dir = tiny
     built = open_tiny(team, index_dir)
     (team / "tiny-flux.md").write_text((team / "tiny-flux.md").read_text() + "\nchanged\n", encoding="utf-8")
@@ -287,7 +286,7 @@ def test_a_held_lock_is_named_waited_for_a_bounded_time_and_the_previous_index_a
     answers(idx)
 
 
-def test_a_held_lock_with_no_index_yet_gives_a_clear_error_not_a_crash(tiny, lock_holder, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_held_lock_with_no_index_yet_gives_a_clear_error_not_a_crash(tiny, lock_holder, tmp_path: Path) -> None:
     team, index_dir = tiny
     holder = lock_holder(index_dir)
     with pytest.raises(UsageError, match=rf"still held by PID {holder.pid}"):

@@ -91,7 +91,7 @@ def test_baseline_of_the_good_run_never_lowers_precision() -> None:
     assert any("DefaultCPUAllocator: can't allocate memory" in t for t in based.reduction.kept_text)
 
 
-def test_a_crash_after_steps_is_not_answered_with_a_startup_case(engine) -> None:  # noqa: ANN001
+def test_a_crash_after_steps_is_not_answered_with_a_startup_case(engine) -> None:
     """The issue's example: a job's own AttributeError at step 6 was answered with a rendezvous (start-up) case."""
     from kb.logsearch import search_text
 
@@ -105,7 +105,7 @@ def test_a_crash_after_steps_is_not_answered_with_a_startup_case(engine) -> None
     assert not answer.results or answer.results[0].id not in startup
 
 
-def test_the_busy_port_log_still_finds_its_startup_case(engine) -> None:  # noqa: ANN001
+def test_the_busy_port_log_still_finds_its_startup_case(engine) -> None:
     from kb.logsearch import search_text
 
     answer = search_text(engine, (ROOT / "eval" / "logs" / "made-busy-port.log").read_text())

@@ -93,7 +93,7 @@ asyncio.run(main())
 
 
 @pytest.fixture
-def offline(tmp_path: Path):  # noqa: ANN201
+def offline(tmp_path: Path):
     blockdir = tmp_path / "netblock"
     blockdir.mkdir()
     (blockdir / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
@@ -110,13 +110,13 @@ def offline(tmp_path: Path):  # noqa: ANN201
     return run, log
 
 
-def test_the_block_works(offline) -> None:  # noqa: ANN001
+def test_the_block_works(offline) -> None:
     run, log = offline
     proc = run([sys.executable, "-c", "import socket\ntry:\n socket.create_connection(('pypi.org', 443), 1)\nexcept OSError as e:\n print('blocked', e)"])
     assert "blocked" in proc.stdout and "create_connection" in log.read_text()
 
 
-def test_everything_works_with_the_network_down(offline, tmp_path: Path) -> None:  # noqa: ANN001
+def test_everything_works_with_the_network_down(offline, tmp_path: Path) -> None:
     run, log = offline
     team = tmp_path / "team"
     team.mkdir()

@@ -98,7 +98,7 @@ def test_kb_env_runs_nothing_from_the_current_folder(hostile_cwd: Path, bare_pyt
     assert _markers(hostile_cwd) == []
 
 
-def test_kb_doctor_gpu_and_module_needs_run_nothing_from_the_current_folder(hostile_cwd: Path, bare_python: str, write_case, capsys) -> None:  # noqa: ANN001
+def test_kb_doctor_gpu_and_module_needs_run_nothing_from_the_current_folder(hostile_cwd: Path, bare_python: str, write_case, capsys) -> None:
     folder = write_case(
         "gpu-probe",
         [("bash {name=gpu doctor=yes needs=gpu}", "exit 1"), ("bash {name=mod doctor=yes needs=py:kb_planted_mod}", "exit 1")],

@@ -42,7 +42,7 @@ def test_extract_never_raises_and_stays_sane(text: str) -> None:
 
 @SLOW
 @given(text=TEXT)
-def test_search_never_raises_and_answers_sanely(engine, text: str) -> None:  # noqa: ANN001
+def test_search_never_raises_and_answers_sanely(engine, text: str) -> None:
     answer = engine.search(text, k=5)
     assert len(answer.results) <= 5
     assert len({r.id for r in answer.results}) == len(answer.results)
@@ -55,7 +55,7 @@ def test_search_never_raises_and_answers_sanely(engine, text: str) -> None:  # n
     answer.to_json()
 
 
-def _brute_force(docs, lines):  # noqa: ANN001, ANN202
+def _brute_force(docs, lines):
     """The matcher's answer without any prefilter: every signature tried."""
     import regex
 
@@ -75,13 +75,13 @@ def _brute_force(docs, lines):  # noqa: ANN001, ANN202
 
 
 @pytest.fixture(scope="module")
-def builtin_docs(engine):  # noqa: ANN001, ANN201
+def builtin_docs(engine):
     return engine.docs
 
 
 @SLOW
 @given(data=st.data())
-def test_prefiltered_matcher_equals_trying_every_signature(builtin_docs, data) -> None:  # noqa: ANN001
+def test_prefiltered_matcher_equals_trying_every_signature(builtin_docs, data) -> None:
     sigs = [s for d in builtin_docs for s in d["signatures"]]
     picked = data.draw(st.lists(st.sampled_from(sigs), min_size=1, max_size=4))
     pieces = []
@@ -99,7 +99,7 @@ def test_prefiltered_matcher_equals_trying_every_signature(builtin_docs, data) -
 
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
-def test_required_literal_is_in_every_match(data) -> None:  # noqa: ANN001
+def test_required_literal_is_in_every_match(data) -> None:
     from kb.caseset import load_cases
 
     patterns = sorted({s[len(REGEX_PREFIX):].strip() for c in load_cases().cases for s in c.signatures if s.startswith(REGEX_PREFIX)})

@@ -74,7 +74,7 @@ def make_team(folder: Path) -> Path:
 
 
 @pytest.fixture
-def small_index(tmp_path: Path, shared_index_dir: Path, engine) -> tuple[Path, Path]:  # noqa: ANN001
+def small_index(tmp_path: Path, shared_index_dir: Path, engine) -> tuple[Path, Path]:
     """A fresh index folder holding the session's ONNX export, and a small team case folder."""
     index_dir = tmp_path / "index"
     shutil.copytree(shared_index_dir / "models", index_dir / "models")
@@ -102,7 +102,7 @@ def start_build(team: Path, index_dir: Path) -> subprocess.Popen:
 # ---------------------------------------------------------------- kills and concurrency
 
 
-def test_killed_rebuilds_never_break_the_next_search(small_index) -> None:  # noqa: ANN001
+def test_killed_rebuilds_never_break_the_next_search(small_index) -> None:
     team, index_dir = small_index
     t0 = time.monotonic()
     first = start_build(team, index_dir)
@@ -130,7 +130,7 @@ def test_killed_rebuilds_never_break_the_next_search(small_index) -> None:  # no
     assert_answers(team, index_dir)
 
 
-def test_two_builders_at_once_leave_one_good_index(small_index) -> None:  # noqa: ANN001
+def test_two_builders_at_once_leave_one_good_index(small_index) -> None:
     team, index_dir = small_index
     procs = [start_build(team, index_dir) for _ in range(2)]
     outs = [p.communicate(timeout=300) for p in procs]
@@ -146,7 +146,7 @@ def test_two_builders_at_once_leave_one_good_index(small_index) -> None:  # noqa
 # ---------------------------------------------------------------- foreign and damaged files
 
 
-def test_foreign_files_in_the_index_folder_are_ignored_or_tidied(small_index) -> None:  # noqa: ANN001
+def test_foreign_files_in_the_index_folder_are_ignored_or_tidied(small_index) -> None:
     team, index_dir = small_index
     good = open_index([team], index_dir=index_dir, include_builtin=False, progress=False)
     (index_dir / "notes.txt").write_text("someone's notes")
@@ -168,7 +168,7 @@ def test_foreign_files_in_the_index_folder_are_ignored_or_tidied(small_index) ->
 
 
 @pytest.mark.parametrize("damage", ["truncated-onnx", "foreign-onnx", "missing-onnx", "garbage-record"])
-def test_damaged_onnx_export_is_detected_and_exported_again(small_index, monkeypatch, damage: str) -> None:  # noqa: ANN001
+def test_damaged_onnx_export_is_detected_and_exported_again(small_index, monkeypatch, damage: str) -> None:
     team, index_dir = small_index
     first = open_index([team], index_dir=index_dir, include_builtin=False, progress=False)
     assert first.status.dense
@@ -195,11 +195,11 @@ def test_damaged_onnx_export_is_detected_and_exported_again(small_index, monkeyp
 
     calls = []
 
-    def fake_export(spec, out_path: Path) -> None:  # noqa: ANN001
+    def fake_export(spec, out_path: Path) -> None:
         calls.append(out_path)
         shutil.copyfile(pristine, out_path)
 
-    def fake_reference(spec, texts):  # noqa: ANN001
+    def fake_reference(spec, texts):
         return OnnxEncoder(pristine, spec.path / "tokenizer.json", threads=2).encode(texts)
 
     monkeypatch.setattr(kb.model, "export_onnx", fake_export)
@@ -216,7 +216,7 @@ def test_damaged_onnx_export_is_detected_and_exported_again(small_index, monkeyp
 # ---------------------------------------------------------------- unwritable folder, unreadable weights
 
 
-def test_unwritable_index_folder_falls_back_to_the_cache_even_as_root(small_index, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+def test_unwritable_index_folder_falls_back_to_the_cache_even_as_root(small_index, tmp_path: Path, monkeypatch) -> None:
     team, index_dir = small_index
     blocker = tmp_path / "a-file"
     blocker.write_text("mkdir under a regular file fails for everyone, root included")

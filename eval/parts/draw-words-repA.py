@@ -1,4 +1,5 @@
 import random
+
 WORDS = """error fail crash hang stuck slow memory install import version config rollout reward
 checkpoint save load model tokenizer dataset ray vllm sglang fsdp megatron nccl gpu node lora grpo
 ppo validation batch sequence loss gradient nan timeout docker cuda assertion attribute key shape

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from ..caseset import load_cases
-from ..errors import EXIT_OK, EXIT_USAGE
 from ..doctor import format_report, run_doctor
+from ..errors import EXIT_OK, EXIT_USAGE
 from ..safe_text import dumps
 from .run import check_python
 

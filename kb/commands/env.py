@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..errors import EXIT_OK
 from ..envreport import collect, format_report
+from ..errors import EXIT_OK
 from .run import check_python
 
 

@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..index import open_index  # noqa: PLC0415
+    from ..index import open_index
 
     t0 = time.perf_counter()
     idx = open_index(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, rebuild=args.rebuild)

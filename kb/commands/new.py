@@ -74,7 +74,7 @@ def _open_editor(path: Path) -> None:
 
 
 def _report_check(path: Path) -> None:
-    from ..casefile import parse_case_file  # noqa: PLC0415
+    from ..casefile import parse_case_file
 
     _case, problems = parse_case_file(path)
     for p in problems:
@@ -82,9 +82,9 @@ def _report_check(path: Path) -> None:
 
 
 def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path]) -> int:
-    from ..caseset import load_cases  # noqa: PLC0415
-    from ..newcase import add_signatures, is_protected  # noqa: PLC0415
-    from ..paths import is_checkout  # noqa: PLC0415
+    from ..caseset import load_cases
+    from ..newcase import add_signatures, is_protected
+    from ..paths import is_checkout
 
     case = load_cases(extra).get(case_id)
     if case is None:
@@ -112,7 +112,7 @@ def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..newcase import NotWritable, draft_from_text, folder_ids, target_folder, write_draft  # noqa: PLC0415
+    from ..newcase import NotWritable, draft_from_text, folder_ids, target_folder, write_draft
 
     text = read_log_arg(args.from_log)
     if not text.strip():
@@ -130,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
         folder = target_folder(args.dir)
     except NotWritable as exc:
         raise UsageError(str(exc)) from exc
-    from ..caseset import case_folders  # noqa: PLC0415
-    from ..search import Engine  # noqa: PLC0415
+    from ..caseset import case_folders
+    from ..search import Engine
 
     search_dirs = extra + ([folder] if folder.is_dir() and folder.resolve() not in case_folders(extra) else [])
     engine = Engine.open(search_dirs, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)

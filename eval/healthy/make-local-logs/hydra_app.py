@@ -1,6 +1,8 @@
 import logging
+
 import hydra
 from omegaconf import DictConfig, OmegaConf
+
 log = logging.getLogger(__name__)
 @hydra.main(version_base=None, config_path=None, config_name=None)
 def main(cfg: DictConfig) -> None:

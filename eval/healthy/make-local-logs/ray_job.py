@@ -1,4 +1,7 @@
-import ray, time
+import time
+
+import ray
+
 ray.init(num_cpus=2, include_dashboard=False)
 @ray.remote
 class Worker:

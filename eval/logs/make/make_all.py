@@ -49,7 +49,7 @@ class Scenario:
     timeout: int = 120
 
 
-def T(name: str, fault: str, rank: int = 1, step: int = 6, nproc: int = 2, tee: bool = False, **kw) -> Scenario:  # noqa: ANN003
+def T(name: str, fault: str, rank: int = 1, step: int = 6, nproc: int = 2, tee: bool = False, **kw) -> Scenario:
     argv = [str(HERE / "train.py"), "--fault", fault, "--fault-rank", str(rank), "--fault-step", str(step)]
     good = f"train-{nproc}{'-tee' if tee else ''}.log"
     kw["step"] = kw.pop("at", step if kw.get("stage") == "step" else None)
@@ -207,7 +207,7 @@ def main(argv: list[str]) -> int:
     for s in SCENARIOS:
         if not names or s.name in names:
             make(s)
-    os.system("%s -m ray.scripts.scripts stop --force >/dev/null 2>&1" % PY)  # noqa: S605 - no Ray left running
+    os.system("%s -m ray.scripts.scripts stop --force >/dev/null 2>&1" % PY)
     return 0
 
 
