@@ -505,3 +505,19 @@ def test_kb_eval_fit_writes_a_loadable_model_and_leaves_the_committed_one(shared
     assert model.meta["fitted_on"]["files"] == ["dev.jsonl", "other-stacks.jsonl"]
     assert model.meta["held_out"]["no_case_queries"] == 6 + len(_other_stack_rows())
     assert MODEL_PATH.read_bytes() == committed
+
+
+def test_rows_labelled_no_case_from_a_thread_a_case_cites_are_flagged() -> None:
+    from kb.calibration import stale_no_case_labels
+    from kb.evaluate import EvalQuery
+
+    queries = [
+        EvalQuery("r1", "x", [], 1, True, "https://github.com/verl-project/verl/issues/3027"),
+        EvalQuery("r2", "x", [], 2, True, "https://github.com/verl-project/verl/issues/9999"),
+        EvalQuery("r3", "x", ["a-case"], 3, True, "https://github.com/verl-project/verl/issues/3027"),
+        EvalQuery("r4", "x", [], 4, False, "https://github.com/verl-project/verl/issues/3027"),
+    ]
+    sources = {"remax-case": ["report https://github.com/verl-project/verl/issues/3027 (the traceback)"], "other": ["verl docs"]}
+    assert stale_no_case_labels(queries, sources) == [
+        {"id": "r1", "thread": "https://github.com/verl-project/verl/issues/3027", "cases": ["remax-case"]}
+    ]
