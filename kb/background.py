@@ -35,6 +35,10 @@ if TYPE_CHECKING:
     from .casefile import Case, Problem
 
 HEALTHY_SUFFIXES = (".log", ".txt")
+# A case tagged `harmless` documents a benign message (a warning users mistake for the
+# failure): its signatures must match routine lines, so the healthy check skips them, and
+# they are weak evidence: such a case never outranks a case that explains a real error line.
+HARMLESS_TAG = "harmless"
 MAX_HEALTHY_BYTES = 8 * 1024 * 1024  # per file: the corpus is a few hundred lines, not a dump
 MIN_SPECIFIC_LITERAL = 4  # characters of non-generic words a literal keeps (a module name is enough)
 MIN_SPECIFIC_REGEX = 8  # a pattern with wildcards needs more fixed text to be specific
@@ -108,6 +112,8 @@ def healthy_findings(docs: list[CaseDoc], lines: list[HealthyLine], root: Path |
     texts = [h.text for h in lines]
     findings: list[Finding] = []
     for doc in docs:
+        if is_harmless(doc):
+            continue
         hits = _matcher_for(doc).match(texts).get(doc["id"], [])
         seen: set[str] = set()
         for hit in hits:
@@ -168,12 +174,20 @@ def generic_findings(docs: list[CaseDoc]) -> list[Finding]:
     return out
 
 
+def is_harmless(doc: CaseDoc) -> bool:
+    return HARMLESS_TAG in (t.lower() for t in doc.get("tags", []))
+
+
 def weak_signatures(docs: list[CaseDoc]) -> dict[tuple[str, str], str]:
-    """(case id, signature) -> why it is weak evidence (cross-case or generic).
+    """(case id, signature) -> why it is weak evidence (cross-case, generic, or a harmless message).
 
     Computed from the loaded cases alone, so search needs no corpus files.
     """
     weak: dict[tuple[str, str], str] = {}
+    for doc in docs:
+        if is_harmless(doc):
+            for sig in doc["signatures"]:
+                weak[(doc["id"], sig)] = "harmless: the case documents a benign message"
     for f in generic_findings(docs) + cross_case_findings(docs):
         weak.setdefault((f.case_id, f.signature), f"{f.kind}: {f.detail}")
     return weak
@@ -220,7 +234,7 @@ def _weak_key(docs: list[CaseDoc], cross: bool) -> str:
     rules = [sorted(GENERIC_WORDS), MIN_SPECIFIC_LITERAL, MIN_SPECIFIC_REGEX, cross]
     h.update(json.dumps(rules).encode())
     for d in docs:
-        h.update(json.dumps([d["id"], d["title"], d["symptoms"], d["signatures"]], ensure_ascii=False).encode())
+        h.update(json.dumps([d["id"], d["title"], d["symptoms"], d["signatures"], d.get("tags", [])], ensure_ascii=False).encode())
     return h.hexdigest()
 
 

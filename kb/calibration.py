@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import html
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,6 +156,11 @@ def format_calibration(cal: dict[str, Any]) -> list[str]:
     cov = cal["coverage"]
     lines.append(f"coverage: {cov['covered']}/{cov['in_scope_rows']} in-scope rows have a loaded case ({cov['coverage']:.0%}); "
                  "recall above is on those covered rows")
+    stale = cal.get("labels_to_check") or []
+    if stale:
+        lines.append(f"labels to check: {len(stale)} in-scope row(s) labelled [] come from a thread a loaded case cites "
+                     "(relabel before trusting these figures or fitting): "
+                     + ", ".join(f"{s['id']} -> {'/'.join(s['cases'])}" for s in stale[:8]) + (" ..." if len(stale) > 8 else ""))
     lines.extend(diagram_text(cal))
     return lines
 
@@ -283,3 +289,31 @@ def format_fit(model: Model) -> list[str]:
     lines.append(f"  no-case queries declined or low: {h['no_case_declined_or_low']}/{h['no_case_queries']} "
                  f"({h['no_case_declined_or_low_share']:.0%}), high {h['no_case_high']}; ECE {h['ece']:.3f}")
     return lines
+
+
+# ---------------------------------------------------------------- label hygiene
+
+_THREAD_RE = re.compile(r"https?://github\.com/[\w.-]+/[\w.-]+/(?:issues|pull|discussions)/\d+")
+
+
+def stale_no_case_labels(queries: list[Any], case_sources: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """In-scope rows labelled `[]` whose thread a loaded case cites among its sources.
+
+    A case written from that very thread probably resolves the row: its label
+    is likely stale, and a stale `[]` counts a right answer as wrong (in the
+    figures and in the fit). `queries` are EvalQuery-like (id, source,
+    expected, in_scope); `case_sources` maps case id -> its sources.
+    """
+    cited: dict[str, set[str]] = {}
+    for cid, sources in case_sources.items():
+        for s in sources:
+            for url in _THREAD_RE.findall(s):
+                cited.setdefault(url.rstrip("/"), set()).add(cid)
+    out = []
+    for q in queries:
+        if q.expected or not q.in_scope:
+            continue
+        m = _THREAD_RE.search(q.source or "")
+        if m and m.group(0).rstrip("/") in cited:
+            out.append({"id": q.id, "thread": m.group(0), "cases": sorted(cited[m.group(0).rstrip("/")])})
+    return out

@@ -301,6 +301,7 @@ class Engine:
         w = self.weights
         signals = raw.signals
         fused, parts = fuse(raw, w)
+        self._demote_harmless(raw, fused)  # calibration (issue 13)
         hits, terms, best_row = raw.hits, raw.terms, raw.best_row
         order = np.argsort(-fused, kind="stable")[:k]
         results: list[Result] = []
@@ -359,6 +360,20 @@ class Engine:
 
             self._weak = cached_weak_signatures(self.docs, self.index.generation, WEAK_CROSS_CHECK_MAX_CASES)
         return self._weak
+
+    def _demote_harmless(self, raw: "RawScores", fused: np.ndarray) -> None:
+        """A case about a benign message (tag `harmless`) ranks below any case whose signature
+        explains another line of the paste: the warning is not the failure."""
+        if not raw.hits:
+            return
+        from .background import is_harmless  # noqa: PLC0415
+
+        harmless = [self._position[c] for c in raw.hits if is_harmless(self.docs[self._position[c]])]
+        real = [self._position[c] for c in raw.hits if not is_harmless(self.docs[self._position[c]])]
+        if harmless and real:
+            floor = float(min(fused[i] for i in real))
+            for i in harmless:
+                fused[i] = min(fused[i], max(0.0, floor - 0.01))
 
     def model(self) -> Model | None:
         """The fitted confidence model (kb/confidence.json); None, with a note, if it is unusable."""

@@ -131,7 +131,7 @@ def test_healthy_corpus_holds_the_routine_lines_that_fooled_kb() -> None:
 
 SIG_CASE = """---
 id: {id}
-title: {title}
+title: {qtitle}
 category: config
 kind: light
 signatures:
@@ -157,7 +157,8 @@ def _write(folder: Path, case_id: str, sigs: list[str], title: str = "") -> Path
     folder.mkdir(parents=True, exist_ok=True)
     body = "\n".join(f"  - {json.dumps(s)}" for s in sigs)
     path = folder / f"{case_id}.md"
-    path.write_text(SIG_CASE.format(id=case_id, title=title or f"Case {case_id}", sigs=body), encoding="utf-8")
+    title = title or f"Case {case_id}"
+    path.write_text(SIG_CASE.format(id=case_id, title=title, qtitle=json.dumps(title), sigs=body), encoding="utf-8")
     return path
 
 
@@ -219,6 +220,33 @@ def test_kb_check_weak_lists_signatures_matching_other_cases_queries(tmp_path: P
     assert res.returncode == 0 and "0 weak signature(s)" in res.stdout, res.stdout
     res = subprocess.run(base + ["--queries", str(q)], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 0 and "weak: mod-a: 'Failed to allocate the rollout buffer on rank' (cross-case: matches query 1" in res.stdout
+
+
+def _write_tagged(folder: Path, case_id: str, sigs: list[str], tags: list[str], title: str) -> Path:
+    path = _write(folder, case_id, sigs, title)
+    text = path.read_text(encoding="utf-8").replace("kind: light\n", f"kind: light\ntags: {json.dumps(tags)}\n")
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_case_about_a_harmless_message_may_match_healthy_lines_but_never_outranks_a_real_error(tmp_path: Path) -> None:
+    from kb.search import Engine
+
+    cases = tmp_path / "cases"
+    _write_tagged(cases, "benign-warning", ["Failed to read commit hash", "test_gen_batch meta info"], ["vllm", "harmless"],
+                  "RuntimeWarning: Failed to read commit hash (harmless)")
+    _write_tagged(cases, "illegal-access", ["CUDA error: an illegal memory access was encountered"], ["cuda"],
+                  "CUDA error: an illegal memory access was encountered during rollout")
+    res = subprocess.run([sys.executable, "-m", "kb.cli", "check", "--only", "--cases", str(cases)], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 0, res.stdout
+    engine = Engine.open([cases], index_dir=tmp_path / "index", include_builtin=False, dense=False, progress=False)
+    warning = "RuntimeWarning: Failed to read commit hash:\nNo module named 'vllm._version'"
+    both = warning + "\nRuntimeError: CUDA error: an illegal memory access was encountered"
+    ans = engine.search(both, use=("signature", "lexical"))
+    assert [r.id for r in ans.results][:2] == ["illegal-access", "benign-warning"]
+    alone = engine.search(warning, use=("signature", "lexical"))
+    assert alone.results[0].id == "benign-warning" and alone.results[0].confidence != "high"
+    assert any("weak evidence" in w for w in alone.results[0].why)
 
 
 def test_a_weak_signature_alone_cannot_make_high() -> None:
@@ -477,3 +505,19 @@ def test_kb_eval_fit_writes_a_loadable_model_and_leaves_the_committed_one(shared
     assert model.meta["fitted_on"]["files"] == ["dev.jsonl", "other-stacks.jsonl"]
     assert model.meta["held_out"]["no_case_queries"] == 6 + len(_other_stack_rows())
     assert MODEL_PATH.read_bytes() == committed
+
+
+def test_rows_labelled_no_case_from_a_thread_a_case_cites_are_flagged() -> None:
+    from kb.calibration import stale_no_case_labels
+    from kb.evaluate import EvalQuery
+
+    queries = [
+        EvalQuery("r1", "x", [], 1, True, "https://github.com/verl-project/verl/issues/3027"),
+        EvalQuery("r2", "x", [], 2, True, "https://github.com/verl-project/verl/issues/9999"),
+        EvalQuery("r3", "x", ["a-case"], 3, True, "https://github.com/verl-project/verl/issues/3027"),
+        EvalQuery("r4", "x", [], 4, False, "https://github.com/verl-project/verl/issues/3027"),
+    ]
+    sources = {"remax-case": ["report https://github.com/verl-project/verl/issues/3027 (the traceback)"], "other": ["verl docs"]}
+    assert stale_no_case_labels(queries, sources) == [
+        {"id": "r1", "thread": "https://github.com/verl-project/verl/issues/3027", "cases": ["remax-case"]}
+    ]

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fit:
         return _fit(args, engine, queries, outcomes)
     report = evaluate(engine, queries)
+    report["calibration"]["labels_to_check"] = _stale_labels(args, queries)
     if args.diagram:
         from ..calibration import diagram_svg  # noqa: PLC0415
 
@@ -85,9 +86,26 @@ def run_logs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _stale_labels(args: argparse.Namespace, queries) -> list:  # type: ignore[no-untyped-def]
+    """Rows labelled [] whose thread a loaded case cites (see calibration.stale_no_case_labels)."""
+    from ..calibration import stale_no_case_labels  # noqa: PLC0415
+    from ..caseset import load_cases  # noqa: PLC0415
+
+    caseset = load_cases(args.cases)
+    return stale_no_case_labels(queries, {c.id: list(c.sources) for c in caseset.cases})
+
+
 def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: ignore[no-untyped-def]
     from ..calibration import fit, format_fit  # noqa: PLC0415
     from ..confidence import MODEL_PATH  # noqa: PLC0415
+
+    stale = _stale_labels(args, queries)
+    if stale:
+        import sys  # noqa: PLC0415
+
+        sys.stderr.write(f"kb: warning: {len(stale)} in-scope row(s) labelled [] come from a thread a loaded case cites; "
+                         "a stale [] counts a right answer as wrong in the fit: "
+                         + ", ".join(f"{s['id']} -> {'/'.join(s['cases'])}" for s in stale[:10]) + (" ..." if len(stale) > 10 else "") + "\n")
 
     rows = outcomes(engine, queries)
     try:
