@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -59,6 +60,33 @@ def resolve_address(value: str, environ: dict[str, str] | None = None) -> str:
     if not value.strip():
         raise ClusterError("--ray: empty address")
     return value.strip()
+
+
+CONNECT_TIMEOUT = 5.0
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of `host:port`, `[v6]:port` or `ray://host:port`; None when there is no port to try."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    rest = rest.split("/", 1)[0]
+    if rest.startswith("["):
+        host, _, port = rest[1:].partition("]:")
+    else:
+        host, _, port = rest.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """A TCP connect first: ray.init retries an address where nothing listens for minutes."""
+    target = host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ClusterError(f"cannot reach the Ray cluster at {address}: {why} (is the head node up, and is that its GCS address?)") from exc
 
 
 def kb_dir() -> Path:
@@ -180,6 +208,7 @@ def run_cluster_doctor(address: str, cases: list[Case], python: str | None = Non
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     shipped, not_run = ship_checks(cases, python)
+    check_reachable(address)
     with _stdout_to_stderr():
         return _run(ray, NodeAffinitySchedulingStrategy, address, shipped, not_run, python, node_timeout)
 
