@@ -63,6 +63,7 @@ def resolve_address(value: str, environ: dict[str, str] | None = None) -> str:
 
 
 CONNECT_TIMEOUT = 5.0
+PROBE_SHARE = 0.4  # of --node-timeout, for the probe that finds kb on each node
 
 
 def host_port(address: str) -> tuple[str, int] | None:
@@ -175,7 +176,8 @@ def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n.get("Alive")]
 
 
-def _gather(ray: Any, refs: dict[Any, str], deadline: float) -> tuple[dict[str, Any], dict[str, str]]:
+def _gather(ray: Any, refs: dict[Any, str], deadline: float,
+            silent: str = "no answer within the node timeout") -> tuple[dict[str, Any], dict[str, str]]:
     """(node id -> answer, node id -> why no answer) by `deadline`; what is left is cancelled."""
     answers: dict[str, Any] = {}
     failed: dict[str, str] = {}
@@ -193,7 +195,7 @@ def _gather(ray: Any, refs: dict[Any, str], deadline: float) -> tuple[dict[str, 
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 failed[node] = f"{type(exc).__name__}: {first}"[:300]
     for ref in pending:
-        failed[refs[ref]] = "no answer within the node timeout"
+        failed[refs[ref]] = silent
         try:
             ray.cancel(ref, force=True)
         except Exception:  # noqa: BLE001 - the node may be gone; nothing more to do
@@ -230,7 +232,11 @@ def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not
 
         probe = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_probe_fn())
         probes = {probe.options(scheduling_strategy=on(nid)).remote(NODE_MODULES): nid for nid in hosts}
-        probed, unreachable = _gather(ray, probes, deadline)
+        # The probe only starts a worker: a node silent for this long is not waited for,
+        # so one stuck node cannot eat the time of the others' checks.
+        probe_s = max(10.0, PROBE_SHARE * node_timeout)
+        probed, unreachable = _gather(ray, probes, min(deadline, start + probe_s),
+                                      f"no answer to the probe within {probe_s:.0f} s")
         sources: dict[str, str] = {}
 
         mine = node_code_hash()
