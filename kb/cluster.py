@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -59,6 +60,34 @@ def resolve_address(value: str, environ: dict[str, str] | None = None) -> str:
     if not value.strip():
         raise ClusterError("--ray: empty address")
     return value.strip()
+
+
+CONNECT_TIMEOUT = 5.0
+PROBE_SHARE = 0.4  # of --node-timeout, for the probe that finds kb on each node
+
+
+def host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of `host:port`, `[v6]:port` or `ray://host:port`; None when there is no port to try."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    rest = rest.split("/", 1)[0]
+    if rest.startswith("["):
+        host, _, port = rest[1:].partition("]:")
+    else:
+        host, _, port = rest.rpartition(":")
+    return (host, int(port)) if host and port.isdigit() else None
+
+
+def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """A TCP connect first: ray.init retries an address where nothing listens for minutes."""
+    target = host_port(address)
+    if target is None:
+        return
+    try:
+        with socket.create_connection(target, timeout=timeout):
+            pass
+    except OSError as exc:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        raise ClusterError(f"cannot reach the Ray cluster at {address}: {why} (is the head node up, and is that its GCS address?)") from exc
 
 
 def kb_dir() -> Path:
@@ -147,7 +176,8 @@ def _alive_nodes(ray: Any) -> list[dict[str, Any]]:
     return [n for n in ray.nodes() if n.get("Alive")]
 
 
-def _gather(ray: Any, refs: dict[Any, str], deadline: float) -> tuple[dict[str, Any], dict[str, str]]:
+def _gather(ray: Any, refs: dict[Any, str], deadline: float,
+            silent: str = "no answer within the node timeout") -> tuple[dict[str, Any], dict[str, str]]:
     """(node id -> answer, node id -> why no answer) by `deadline`; what is left is cancelled."""
     answers: dict[str, Any] = {}
     failed: dict[str, str] = {}
@@ -165,7 +195,7 @@ def _gather(ray: Any, refs: dict[Any, str], deadline: float) -> tuple[dict[str, 
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 failed[node] = f"{type(exc).__name__}: {first}"[:300]
     for ref in pending:
-        failed[refs[ref]] = "no answer within the node timeout"
+        failed[refs[ref]] = silent
         try:
             ray.cancel(ref, force=True)
         except Exception:
@@ -180,6 +210,7 @@ def run_cluster_doctor(address: str, cases: list[Case], python: str | None = Non
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     shipped, not_run = ship_checks(cases, python)
+    check_reachable(address)
     with _stdout_to_stderr():
         return _run(ray, NodeAffinitySchedulingStrategy, address, shipped, not_run, python, node_timeout)
 
@@ -201,7 +232,11 @@ def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not
 
         probe = ray.remote(num_cpus=0, num_gpus=0, max_retries=0)(_probe_fn())
         probes = {probe.options(scheduling_strategy=on(nid)).remote(NODE_MODULES): nid for nid in hosts}
-        probed, unreachable = _gather(ray, probes, deadline)
+        # The probe only starts a worker: a node silent for this long is not waited for,
+        # so one stuck node cannot eat the time of the others' checks.
+        probe_s = max(10.0, PROBE_SHARE * node_timeout)
+        probed, unreachable = _gather(ray, probes, min(deadline, start + probe_s),
+                                      f"no answer to the probe within {probe_s:.0f} s")
         sources: dict[str, str] = {}
 
         mine = node_code_hash()

@@ -142,7 +142,7 @@ def format_cluster_report(report: dict[str, Any], lines_per_check: int = 3) -> s
            f"{len(unreachable)} unreachable (node timeout {_seconds(report.get('node_timeout_s'))})."]
     for node in nodes:
         out.append("")
-        out.append(f"== node {node['node_id']}  host {visible(str(node.get('host', '?')))}  ({node.get('kb_source', '')})")
+        out.append(visible(f"== node {node['node_id']}  host {node.get('host', '?')}  ({node.get('kb_source', '')})"))
         facts = node.get("facts", {})
         width = max((len(k) for k in facts), default=0)
         out.extend(f"  {visible(k.ljust(width))}  {_value(v, k)}" for k, v in facts.items())

@@ -130,6 +130,24 @@ def test_ray_auto_needs_ray_address() -> None:
         resolve_address("auto", {})
 
 
+def test_addresses_are_split_for_the_reachability_probe() -> None:
+    from kb.cluster import host_port
+
+    assert host_port("10.0.0.1:6379") == ("10.0.0.1", 6379)
+    assert host_port("ray://head:10001") == ("head", 10001)
+    assert host_port("[fd00::2]:6379") == ("fd00::2", 6379)
+    assert host_port("head") is None
+
+
+@needs_ray
+def test_an_address_where_nothing_listens_fails_fast_with_one_line(tmp_path: Path) -> None:
+    start = time.monotonic()
+    out = _kb(["doctor", "--ray", "127.0.0.1:1", "--json"], cwd=tmp_path, timeout=60)
+    assert time.monotonic() - start < 30
+    assert out.returncode == 2 and out.stdout == ""
+    assert "kb doctor: cannot reach the Ray cluster at 127.0.0.1:1: Connection refused" in out.stderr
+
+
 def test_kb_doctor_without_ray_does_not_import_ray(tmp_path: Path) -> None:
     code = ("import sys\nfrom kb.cli import main\nrc = main(['doctor', '--only', '--cases', sys.argv[1]])\n"
             "print('RAY_IMPORTED' if 'ray' in sys.modules else 'NO_RAY', rc)\n")
