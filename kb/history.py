@@ -23,19 +23,30 @@ class RunOutcome(Protocol):
     """What history keeps of a check run (kb.runner.CheckResult has these).
 
     A protocol rather than an import keeps history below the runner: the
-    runner records into history, history never needs the runner.
+    runner records into history, history never needs the runner. Read-only
+    properties, so any object with these attributes fits.
     """
 
-    started_at: str
-    case: str
-    name: str
-    params: Mapping[str, str]
-    verdict: str
-    exit_code: int | None
-    duration_s: float
-    reason: str
-    interpreter: str
-    output: str
+    @property
+    def started_at(self) -> str: ...
+    @property
+    def case(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def params(self) -> Mapping[str, str]: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def duration_s(self) -> float: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def interpreter(self) -> str: ...
+    @property
+    def output(self) -> str: ...
 
 EXCERPT_BYTES = 2048
 LOCK_TIMEOUT = 10.0

@@ -166,7 +166,7 @@ def search_text(engine: "Engine", text: str, k: int = 5, use: tuple[str, ...] | 
     analysis = analyse_text(text)
     if is_log(text) and analysis.query:
         return search_analysis(engine, analysis, k=k, use=use, fallback_text=text, context=context)
-    answer = engine.search(text, k=k, context=context, **({"use": use} if use is not None else {}))
+    answer = engine.search(text, k=k, context=context, use=use) if use is not None else engine.search(text, k=k, context=context)
     answer.extra.update(analysis.to_json())
     return answer
 

@@ -74,10 +74,10 @@ def resolve_model(model_dir: str | Path | None = None) -> ModelSpec:
     if chosen:
         path = Path(chosen).expanduser()
         return ModelSpec(name=str(path), path=path, expected_sha256=None)
-    path = default_model_dir()
-    if path is None:
+    default = default_model_dir()
+    if default is None:
         raise ModelError(f"the model package {DEFAULT_PACKAGE.replace('_', '-')} is not installed; dense search is off")
-    return ModelSpec(name=DEFAULT_MODEL_NAME, path=path, expected_sha256=EXPECTED_SHA256)
+    return ModelSpec(name=DEFAULT_MODEL_NAME, path=default, expected_sha256=EXPECTED_SHA256)
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -112,7 +112,7 @@ def export_onnx(spec: ModelSpec, out_path: Path) -> None:
 
     _quiet_transformers()
     model = SentenceTransformer(str(spec.path), device="cpu")
-    bert = model[0].auto_model.eval()
+    bert = model[0].auto_model.eval()  # type: ignore[union-attr]
 
     class _Hidden(torch.nn.Module):
         def __init__(self, inner: torch.nn.Module) -> None:

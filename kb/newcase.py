@@ -132,11 +132,11 @@ def _volatile_spans(line: str, redactor: Redactor) -> list[_Span]:
                 spans.append(_Span(m.start(), m.end(), gen(m.group(0)) if callable(gen) else gen))
     spans.sort(key=lambda s: s.start)
     merged: list[_Span] = []
-    for s in spans:  # two volatile parts back to back become one \S+ (no ambiguous neighbours)
-        if merged and merged[-1].end == s.start:
-            merged[-1] = _Span(merged[-1].start, s.end, r"\S+")
+    for sp in spans:  # two volatile parts back to back become one \S+ (no ambiguous neighbours)
+        if merged and merged[-1].end == sp.start:
+            merged[-1] = _Span(merged[-1].start, sp.end, r"\S+")
         else:
-            merged.append(s)
+            merged.append(sp)
     return merged
 
 
@@ -513,12 +513,12 @@ def target_folder(explicit: Path | None = None) -> Path:
         return folder
     cfg = load_config()
     tried: list[str] = []
-    for folder in (cfg.personal_cases, cfg.team_cases):
-        if folder is None:
+    for candidate in (cfg.personal_cases, cfg.team_cases):
+        if candidate is None:
             continue
-        if not is_protected(folder) and is_writable_dir(folder):
-            return folder
-        tried.append(str(folder))
+        if not is_protected(candidate) and is_writable_dir(candidate):
+            return candidate
+        tried.append(str(candidate))
     raise NotWritable("no writable case folder (tried " + ", ".join(tried) + "); give one with --dir")
 
 

@@ -115,11 +115,11 @@ def _bash(code: str) -> list[Placement]:
     while i < n:
         c = code[i]
         ctx = stack[-1]
-        ph = PLACEHOLDER_RE.match(code, i) if c == "{" else None
-        if ph:
+        at = PLACEHOLDER_RE.match(code, i) if c == "{" else None
+        if at:
             if ctx in reasons:
-                refuse(ph.group(1), reasons[ctx])
-            i = ph.end()
+                refuse(at.group(1), reasons[ctx])
+            i = at.end()
             at_word_start = False
             continue
         if c == "\n":

@@ -402,7 +402,7 @@ def run_plan(
     """
     case, check = plan.case, plan.check
     started_at = _now_iso()
-    base = dict(case=case.id, name=check.name, params=plan.values, interpreter=plan.interpreter_desc, started_at=started_at)
+    base: dict[str, Any] = dict(case=case.id, name=check.name, params=plan.values, interpreter=plan.interpreter_desc, started_at=started_at)
 
     if cancel_event is not None and cancel_event.is_set():
         # Cancelled before it started (e.g. queued in kb doctor): do not start it at all.

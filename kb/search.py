@@ -404,7 +404,7 @@ class Engine:
         )
 
     def _result(
-        self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray, text: str = ""
+        self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray | None, text: str = ""
     ) -> Result:
         doc = self.docs[i]
         why: list[str] = []

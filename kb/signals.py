@@ -298,7 +298,7 @@ def _select_error_lines(lines: list[SignalLine]) -> list[SignalLine]:
             # the last frames before an exception name the function that failed
             nxt = lines[i + 1] if i + 1 < len(lines) else None
             nxt2 = lines[i + 2] if i + 2 < len(lines) else None
-            if (nxt and "exception" in nxt.kinds) or (nxt2 and "exception" in nxt2.kinds and "context" in nxt.kinds):
+            if (nxt and "exception" in nxt.kinds) or (nxt and nxt2 and "exception" in nxt2.kinds and "context" in nxt.kinds):
                 picked.append(line)
     if not any(l.kinds & strong for l in picked):
         # No real error line: this is a description (or a log without one); read all of it.

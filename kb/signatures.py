@@ -346,7 +346,7 @@ class SignatureMatcher:
             if comp.required and comp.required not in raw.casefold():
                 continue
             try:
-                found = rx.search(raw, timeout=REGEX_TIMEOUT_S) if HAVE_TIMEOUT else rx.search(raw)  # type: ignore[union-attr]
+                found = rx.search(raw, timeout=REGEX_TIMEOUT_S) if HAVE_TIMEOUT else rx.search(raw)  # type: ignore[attr-defined]
             except TimeoutError:
                 if timeouts is not None:
                     timeouts.append(comp.raw)

@@ -233,16 +233,13 @@ class KbApp(App[int]):
     def action_help(self) -> None:
         if isinstance(self.screen, HelpScreen):
             return
-        self.push_screen(
-            HelpScreen.for_bindings(
-                [
-                    ("Chat", ChatScreen.BINDINGS),
-                    ("Case view", CaseScreen.BINDINGS),
-                    ("Run dialog", ConfirmRunScreen.BINDINGS),
-                    ("App", self.BINDINGS),
-                ]
-            )
-        )
+        groups: list[tuple[str, list[Binding | tuple[str, ...]]]] = [
+            ("Chat", list(ChatScreen.BINDINGS)),
+            ("Case view", list(CaseScreen.BINDINGS)),
+            ("Run dialog", list(ConfirmRunScreen.BINDINGS)),
+            ("App", list(self.BINDINGS)),
+        ]
+        self.push_screen(HelpScreen.for_bindings(groups))
 
     def open_cluster_report(self) -> None:
         from .screens.cluster import ClusterScreen  # noqa: PLC0415 - only when asked for

@@ -72,18 +72,18 @@ def render_report(conv: Conversation, now: _dt.datetime | None = None) -> str:
     if conv.checks:
         out += ["## Checks run on this node", ""]
         for rec in conv.checks:
-            r = rec.result
+            run = rec.result
             out += [
-                f"### `{r.case}` / `{r.name}`: **{r.verdict}**",
+                f"### `{run.case}` / `{run.name}`: **{run.verdict}**",
                 "",
                 f"- Case: {rec.case_title}",
-                f"- Reason: {r.reason}",
-                f"- Exit code: {r.exit_code}, duration {r.duration_s:.2f} s, started {r.started_at}",
-                f"- Interpreter: {r.interpreter}",
+                f"- Reason: {run.reason}",
+                f"- Exit code: {run.exit_code}, duration {run.duration_s:.2f} s, started {run.started_at}",
+                f"- Interpreter: {run.interpreter}",
             ]
-            if r.params:
-                out.append("- Parameters: " + ", ".join(f"`{k}={v}`" for k, v in r.params.items()))
-            out += ["", _fence(_excerpt(r.output, OUTPUT_LINES) or "(no output)", "text")]
+            if run.params:
+                out.append("- Parameters: " + ", ".join(f"`{k}={v}`" for k, v in run.params.items()))
+            out += ["", _fence(_excerpt(run.output, OUTPUT_LINES) or "(no output)", "text")]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -180,8 +180,8 @@ def run(args: argparse.Namespace) -> int:
         print("  (no signature proposed: add one by hand if the error has a stable message)")
     if draft.similar:
         print("similar cases:")
-        for s in draft.similar:
-            print(visible(f"  {s.id}  {s.confidence} ({s.score:.2f})  {s.title}"))
+        for sim in draft.similar:
+            print(visible(f"  {sim.id}  {sim.confidence} ({sim.score:.2f})  {sim.title}"))
     if not args.no_edit and _interactive(args):
         _open_editor(path)
         _report_check(path)

@@ -14,6 +14,7 @@ import difflib
 import os
 import sys
 from pathlib import Path
+from collections.abc import Callable
 from typing import TextIO
 
 from ..casefile import Case, Check
@@ -197,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
     for plan in plans:
         if not args.json:
             print(visible(f"--- running {plan.check.name} with {plan.interpreter_desc} ---"), file=out, flush=True)
-        stream = None if args.json else (lambda text: (out.write(visible_block(text)), out.flush()))
+        stream = None if args.json else _streamer(out)
         result = run_check(case, plan.check, plan.values, args.python, on_output=stream)
         results.append(result)
         if not args.json:
@@ -209,3 +210,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("A verdict covers only what the check looked at. Recorded in `kb history`.", file=out)
     return EXIT_OK
+
+
+def _streamer(out: TextIO) -> Callable[[str], None]:
+    """A check's output as it comes, escapes made visible."""
+
+    def write(text: str) -> None:
+        out.write(visible_block(text))
+        out.flush()
+
+    return write

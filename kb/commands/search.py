@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from ..search import SCORERS, Engine  # noqa: PLC0415
 
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
-    use = SCORERS
+    use: tuple[str, ...] = SCORERS
     if not args.no_dense:
         engine.load_dense()
     else:
