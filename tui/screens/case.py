@@ -64,6 +64,7 @@ class CaseScreen(Screen[None]):
         self.results: list[CheckResult] = []
         self.cancel_event: threading.Event | None = None
         self.last_params: dict[str, str] = {}
+        self.body_shown = False  # the Markdown body comes after the view's first paint
 
     def compose(self) -> ComposeResult:
         c = self.case
@@ -106,6 +107,7 @@ class CaseScreen(Screen[None]):
         """After the view's first paint: the case's Markdown body."""
         if self.is_mounted:
             self.query_one("#case-md", Static).update(Markdown(visible_block(self.case.body), code_theme="ansi_dark"))
+            self.body_shown = True
 
     # ------------------------------------------------------------ helpers
 
