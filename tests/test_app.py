@@ -166,6 +166,35 @@ async def test_baseline_command_sets_aside_the_good_runs_lines(engine: Engine, t
         assert "baseline" not in str(app.chat.query_one("#status").render())
 
 
+async def test_status_line_spins_while_a_search_runs(engine: Engine) -> None:
+    """A visible loading state: while a search is in progress the status line spins and says so; then it stops."""
+    app = KbApp(engine=engine, cursor_blink=False)
+    release = threading.Event()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        status = app.chat.query_one("#status")
+        assert "searching" not in str(status.render())
+        real_wait = app.wait_engine
+
+        def slow_wait(cancelled):  # noqa: ANN001, ANN202 - hold the search until the test has looked
+            release.wait(15)
+            return real_wait(cancelled)
+
+        app.wait_engine = slow_wait  # type: ignore[method-assign]
+        prompt = app.chat.query_one(PromptArea)
+        prompt.load_text(NCCL)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "searching" in str(status.render()), what="the status to say searching")
+        first = str(status.render())
+        await wait_until(pilot, lambda: str(status.render()) != first, what="the spinner to turn")
+        assert any(ch in str(status.render()) for ch in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+        release.set()
+        await wait_until(pilot, lambda: not app.chat.conv.turns[-1].pending, what="the answer")
+        await pilot.pause()
+        shown = str(status.render())
+        assert "searching" not in shown and not any(ch in shown for ch in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+
+
 async def test_multiline_paste_does_not_send_and_enter_does(engine: Engine) -> None:
     app = KbApp(engine=engine, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:

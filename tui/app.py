@@ -90,6 +90,7 @@ class KbApp(App[int]):
         self._engine_event = threading.Event()
         self._status: dict[str, str] = {"index": "opening the index…", "dense": ""}
         self._checks: dict[threading.Thread, threading.Event] = {}  # running check workers
+        self.writing = threading.Lock()  # held while a worker writes a file the user asked for
         # What is in progress (key -> words, "" for none beyond the status itself): the status line
         # spins while anything is, so work slower than 100 ms is never a frozen screen.
         self._busy: dict[str, str] = {}
@@ -316,7 +317,8 @@ class KbApp(App[int]):
     def _new_case(self, text: str) -> None:
         from .newcase import start_new_case
 
-        outcome = start_new_case(text, self.engine)
+        with self.writing:  # quitting waits for the draft to be written (run_app ends the process hard)
+            outcome = start_new_case(text, self.engine)
         self.last_new_case = outcome
         self.call_from_thread(self.notify, outcome.message, timeout=15)
 
@@ -369,7 +371,9 @@ def run_app(args: argparse.Namespace) -> int:
 
     Once the app has returned, the process ends at once (os._exit): running
     checks are cancelled and waited for (kb.runner kills each one's process
-    group), output is flushed, and nothing else is left to wait for. A normal
+    group), a new case's draft being written is finished, output is flushed;
+    an index being built is left behind (kb.store publishes a generation only
+    once it is complete: the next start builds it again). A normal
     exit would first wait for worker threads (an index still opening, the
     dense model loading) and tear down numpy and the rest: over a second.
     """
@@ -377,6 +381,8 @@ def run_app(args: argparse.Namespace) -> int:
     result = app.run()
     code = app.return_code or int(result or 0)  # 1 when the app crashed (Textual printed why)
     app.stop_checks(timeout=15.0)
+    if app.writing.acquire(timeout=15.0):  # a new case's draft being written is finished, not cut
+        app.writing.release()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
