@@ -21,7 +21,7 @@ COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "trust"
 __all__ = ["EXIT_CRASH", "EXIT_NEGATIVE", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _top_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kb",
         description="Offline knowledge base of error cases for verl / LLM post-training. Run without arguments to open the app.",
@@ -32,6 +32,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_index_options(app)
     app.add_argument("--python", default=None, help="the Python that runs python checks (default: KB_PYTHON, else python3 on PATH)")
     app.add_argument("--no-dense", action="store_true", help="do not load the embedding model (signature and keyword search only)")
+    return parser
+
+
+def _app_args(argv: list[str]) -> argparse.Namespace | None:
+    """The app's options when argv names no command, without importing every command module
+    (that import is a third of the app's start-up); None when the full parser must decide."""
+    if any(a in COMMANDS or a in ("-h", "--help", "--version") for a in argv):
+        return None
+    parser = _top_parser()
+    parser.exit_on_error = False
+    try:
+        args, rest = parser.parse_known_args(argv)
+    except (argparse.ArgumentError, SystemExit):
+        return None
+    if rest:
+        return None  # let the full parser word the error
+    args.command = None
+    return args
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _top_parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         try:
@@ -55,6 +77,9 @@ def open_app(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    fast = _app_args(argv)
+    if fast is not None:
+        return guarded(open_app, fast)
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -7,19 +7,22 @@ the traceback for a bug report.
 
 from __future__ import annotations
 
-import datetime as _dt
-import platform
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 from . import __version__
 from .errors import EXIT_CRASH, EXIT_USAGE, UsageError
-from .paths import data_dir
 
 
 def write_crash_log(exc: BaseException) -> str:
+    # imported here: every kb command (and the app's start) imports this module, few ever crash
+    import datetime as _dt
+    import platform
+    import traceback
+
+    from .paths import data_dir
+
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder = data_dir() / "crashes"
     text = (

@@ -53,6 +53,9 @@ FRAME_RES = [
     re.compile(r"^\s*@\s+0x[0-9a-f]+\s"),  # glog stack trace
     re.compile(r"^\s*#\d+\s+0x[0-9a-f]+ in "),  # gdb / sanitizer
 ]
+# torch's NCCL errors end with "\nLast error:\n" and ncclGetLastError()'s text (c10d NCCLUtils,
+# getNcclErrorDetailStr): that line names the failing call and peer, the actual cause.
+LAST_ERROR_RE = re.compile(r"^Last error:\s*(?!Unknown NCCL Error)\S")
 CHAIN_RE = re.compile(r"The above exception was the direct cause|During handling of the above exception")
 
 # Errors that follow from another rank's (or process's) failure.
@@ -206,6 +209,8 @@ def parse(text: str, file: str = "", file_rank: int | None = None) -> list[LogLi
         if out and out[-1].role == "frame" and FRAME_RES[0].match(out[-1].text) and line.text[:1].isspace() \
                 and line.role in ("other", "consequence", "cause"):
             line.role, line.why = "frame", ""  # the source line printed under a frame (`raise ChildFailedError(`)
+        if line.role == "other" and (LAST_ERROR_RE.match(line.text.strip()) or (out and out[-1].text.strip() == "Last error:")):
+            line.role = "cause"  # NCCL's own detail under torch's DistBackendError: `socketStartConnect: ... failed`
         out.append(line)
     return out
 

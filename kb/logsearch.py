@@ -161,10 +161,13 @@ def analyse_files(root: Path, baseline: str | None = None, baseline_path: str = 
     return _analyse(lines, baseline, baseline_path, names)
 
 
-def search_text(engine: "Engine", text: str, k: int = 5, use: tuple[str, ...] | None = None, context: str = "") -> "Answer":
-    """What the app and `kb search` do with a paste: a log goes through the log reader, a short query is searched as typed."""
-    analysis = analyse_text(text)
-    if is_log(text) and analysis.query:
+def search_text(engine: "Engine", text: str, k: int = 5, use: tuple[str, ...] | None = None, context: str = "",
+                baseline: str | None = None, baseline_path: str = "") -> "Answer":
+    """What the app and `kb search` do with a paste: a log goes through the log reader, a short query is searched as typed.
+
+    `baseline` (a good run's text) sets aside the lines it also printed, as `kb search --baseline` does."""
+    analysis = analyse_text(text, baseline, baseline_path)
+    if baseline is not None or (is_log(text) and analysis.query):
         return search_analysis(engine, analysis, k=k, use=use, fallback_text=text, context=context)
     answer = engine.search(text, k=k, context=context, use=use) if use is not None else engine.search(text, k=k, context=context)
     answer.extra.update(analysis.to_json())

@@ -24,13 +24,13 @@ def kb_command() -> list[str]:
 class Terminal:
     """kb in a pty, its screen rendered by pyte."""
 
-    def __init__(self, cols: int, rows: int, index_dir: Path | None, *args: str) -> None:
+    def __init__(self, cols: int, rows: int, index_dir: Path | None, *args: str, dense: bool = False) -> None:
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
         env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
         if index_dir is not None:
             env["KB_INDEX_DIR"] = str(index_dir)
-        cmd = [*kb_command(), "--no-dense", *args]
+        cmd = [*kb_command(), *(() if dense else ("--no-dense",)), *args]
         self.child = pexpect.spawn(cmd[0], cmd[1:], env=env, dimensions=(rows, cols), timeout=5)
 
     def pump(self, seconds: float = 0.1) -> None:

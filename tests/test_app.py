@@ -108,6 +108,93 @@ async def test_nccl_paste_first_card_and_open(engine: Engine) -> None:
         await wait_until(pilot, lambda: not isinstance(app.screen, CaseScreen), what="back to the chat")
 
 
+async def test_searched_for_lists_the_lines_kb_search_explain_lists(engine: Engine, shared_index_dir: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """The app's "kb searched for" is the log reader's kept lines, every one, as `kb search --explain` prints them:
+    NCCL's `Last error:` detail (the failing connect) included, no bare frames."""
+    from test_logs_reduce import NCCL_LAST_ERROR
+
+    from kb.cli import main
+
+    log = tmp_path / "nccl.log"
+    log.write_text(NCCL_LAST_ERROR)
+    main(["search", "--file", str(log), "--explain", "--no-dense", "--index-dir", str(shared_index_dir)])
+    cli = [line.removeprefix("  | ") for line in capsys.readouterr().out.splitlines() if line.startswith("  | ")]
+    assert any(line.startswith("socketStartConnect: Connect to 10.0.0.13") for line in cli), cli
+
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, NCCL_LAST_ERROR)
+        shown = str(app.chat.query_one(".searched").render()).splitlines()
+        assert shown[0] == "kb searched for:"
+        assert [line.strip() for line in shown[1:]] == cli
+        assert not any(line.strip().startswith("File ") for line in shown)
+
+
+async def test_baseline_command_sets_aside_the_good_runs_lines(engine: Engine, tmp_path: Path) -> None:
+    """`/baseline PATH` attaches a good run for the conversation (issue 18): every search sets aside its lines."""
+    good = tmp_path / "good.log"
+    good.write_text("[init] rank 0/2 connecting to 127.0.0.1:40000\nstep 1/10 loss=0.5 lr=0.01\n"
+                    "train.py:66: UserWarning: Converting a tensor to a scalar may lead to unexpected behavior.\n")
+    bad = ("[init] rank 0/2 connecting to 127.0.0.1:29500\nstep 1/10 loss=0.9 lr=0.01\n"
+           "train.py:66: UserWarning: Converting a tensor to a scalar may lead to unexpected behavior.\n"
+           "[rank1]: KeyError: 'warmup_steps'\n")
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.chat.query_one(PromptArea)
+        prompt.load_text(f"/baseline {tmp_path / 'missing.log'}")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.chat.conv.baseline is None  # a bad path is refused, with a message
+        prompt.load_text(f"/baseline {good}")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.chat.conv.baseline == good.resolve()
+        assert "baseline good.log" in str(app.chat.query_one("#status").render())
+        turn = await send(pilot, bad)
+        assert turn.answer is not None
+        assert turn.answer.extra["baseline"] == {"path": str(good.resolve()), "lines_set_aside": 3}
+        assert turn.answer.searched_for == ["KeyError: 'warmup_steps'"]
+        summary = str(app.chat.query_one(".logsummary").render())
+        assert "3 line(s) also in the good run set aside" in summary
+        prompt.load_text("/baseline off")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.chat.conv.baseline is None
+        assert "baseline" not in str(app.chat.query_one("#status").render())
+
+
+async def test_status_line_spins_while_a_search_runs(engine: Engine) -> None:
+    """A visible loading state: while a search is in progress the status line spins and says so; then it stops."""
+    app = KbApp(engine=engine, cursor_blink=False)
+    release = threading.Event()
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        status = app.chat.query_one("#status")
+        assert "searching" not in str(status.render())
+        real_wait = app.wait_engine
+
+        def slow_wait(cancelled):  # noqa: ANN001, ANN202 - hold the search until the test has looked
+            release.wait(15)
+            return real_wait(cancelled)
+
+        app.wait_engine = slow_wait  # type: ignore[method-assign]
+        prompt = app.chat.query_one(PromptArea)
+        prompt.load_text(NCCL)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: "searching" in str(status.render()), what="the status to say searching")
+        first = str(status.render())
+        await wait_until(pilot, lambda: str(status.render()) != first, what="the spinner to turn")
+        assert any(ch in str(status.render()) for ch in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+        release.set()
+        await wait_until(pilot, lambda: not app.chat.conv.turns[-1].pending, what="the answer")
+        await pilot.pause()
+        shown = str(status.render())
+        assert "searching" not in shown and not any(ch in shown for ch in "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏")
+
+
 async def test_multiline_paste_does_not_send_and_enter_does(engine: Engine) -> None:
     app = KbApp(engine=engine, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -296,6 +383,30 @@ async def test_confirm_no_runs_nothing(engine: Engine, write_case) -> None:
         await wait_until(pilot, lambda: app.screen is case_screen)
         await app.workers.wait_for_complete()
         assert case_screen.results == [] and app.chat.conv.checks == []
+
+
+async def test_dialog_says_which_checks_will_be_skipped_before_run(engine: Engine, write_case) -> None:  # noqa: ANN001
+    """A check whose needs are missing is said to be skipped in the dialog, before the user confirms (issue 14)."""
+    folder = write_case("kbtest-needs", [
+        ("bash {name=needs-a-missing-tool timeout=10 needs=cmd:kb-no-such-tool-xyz}", "kb-no-such-tool-xyz --version"),
+        ("bash {name=needs-sh timeout=10 needs=cmd:sh}", "echo fine"),
+    ])
+    app = KbApp([folder], engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        app.open_case("kbtest-needs")
+        await wait_until(pilot, lambda: isinstance(app.screen, CaseScreen))
+        await pilot.press("a")
+        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmRunScreen))
+        dialog = app.screen
+        await wait_until(pilot, lambda: not any(r == "\0checking" for r in dialog.unmet.values()), what="the needs detected")
+        await pilot.pause()
+        first = str(dialog.query_one("#plan-head-0").render())
+        second = str(dialog.query_one("#plan-head-1").render())
+        assert "will be skipped: needs kb-no-such-tool-xyz on PATH; not found" in first
+        assert "needs: met on this node" in second and "skipped" not in second
+        assert "1 of 2 checks will be skipped" in str(dialog.query_one("#dialog-missing").render())
+        await pilot.press("n")
 
 
 async def test_cancel_running_check(engine: Engine, write_case) -> None:

@@ -8,11 +8,15 @@ screen back through a terminal emulator (pyte) at 80x24 and 160x45.
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 
 pytest.importorskip("pexpect")
 pytest.importorskip("pyte")
 
+import pexpect
 from ptyterm import Terminal
 
 pytestmark = pytest.mark.slow
@@ -24,10 +28,11 @@ NCCL = "unhandled system error (run with NCCL_DEBUG=INFO for details)"
 def terminal(engine, shared_index_dir):
     opened: list[Terminal] = []
 
-    def start(cols: int, rows: int) -> Terminal:
-        term = Terminal(cols, rows, shared_index_dir)
+    def start(cols: int, rows: int, *args: str) -> Terminal:
+        term = Terminal(cols, rows, shared_index_dir, *args)
         opened.append(term)
-        term.wait_for(lambda s: "cases" in s and "Paste an error" in s, "the app's first screen")
+        # the status line's "245 cases": the index is open (the welcome text says "cases" too)
+        term.wait_for(lambda s: "Paste an error" in s and re.search(r"\d+ cases", s) is not None, "the app's first screen")
         return term
 
     yield start
@@ -71,3 +76,35 @@ def test_typing_while_a_card_has_focus_goes_to_the_prompt(terminal) -> None:
     term.send("only on two nodes")
     screen = term.wait_for(lambda s: "only on two nodes" in s, "the typed text in the prompt")
     assert screen.count("only on two nodes") == 1
+
+
+def test_quitting_while_a_check_runs_kills_it_and_exits_promptly(terminal, write_case) -> None:  # noqa: ANN001
+    """ctrl+q with a check running: the check's processes are killed and the app is gone soon after (issue 14)."""
+    folder = write_case("kbtest-sleeper", [("bash {name=sleeps timeout=120}", 'sleep 60 &\necho "sleeper $!"\nwait')])
+    term = terminal(160, 45, "--cases", str(folder))
+    term.send("/open kbtest-sleeper\r")
+    term.wait_for(lambda s: "Checks (1)" in s, "the case view")
+    term.send("r")
+    term.wait_for(lambda s: "Run once (y)" in s, "the run dialog")
+    term.send("y")
+    screen = term.wait_for(lambda s: re.search(r"sleeper \d+", s) is not None, "the check's output")
+    pid = int(re.search(r"sleeper (\d+)", screen).group(1))
+    assert alive(pid)
+    start = time.monotonic()
+    term.send("\x11")  # ctrl+q
+    term.child.expect(pexpect.EOF, timeout=30)
+    assert time.monotonic() - start < 10
+    end = time.monotonic() + 5
+    while alive(pid):
+        if time.monotonic() > end:
+            pytest.fail(f"the check's process {pid} outlived the app")
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Running (a zombie waiting for a reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -148,6 +148,11 @@ def test_case_view(snap_compare, app: KbApp) -> None:
     async def run_before(pilot) -> None:
         await ask(pilot)
         await pilot.press("ctrl+o")
+        # the header paints first, the Markdown body right after (tui/screens/case.py)
+        end = time.monotonic() + 15
+        while not getattr(pilot.app.screen, "body_shown", False):
+            assert time.monotonic() < end, "the case body did not render"
+            await pilot.pause(0.02)
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=run_before)

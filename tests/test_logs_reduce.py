@@ -117,6 +117,30 @@ def test_a_timeout_is_a_consequence_when_a_cause_exists_elsewhere() -> None:
     assert any("timed out waiting for a rank" in l.why for l in a.reduction.consequences)
 
 
+# torch's DistBackendError ends with NCCL's own detail (c10d NCCLUtils getNcclErrorDetailStr: "\nLast error:\n" + ncclGetLastError).
+NCCL_LAST_ERROR = """Traceback (most recent call last):
+  File "/usr/lib/python3.10/site-packages/torch/distributed/utils.py", line 305, in _sync_params_and_buffers
+    dist._broadcast_coalesced(
+torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
+ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.
+Last error:
+socketStartConnect: Connect to 10.0.0.13<35761> failed : Software caused connection abort
+"""
+
+
+def test_the_nccl_last_error_detail_is_kept_with_the_error() -> None:
+    kept = analyse_text(NCCL_LAST_ERROR).reduction.kept_text
+    assert kept[0].startswith("torch.distributed.DistBackendError: NCCL error in:")
+    assert "socketStartConnect: Connect to 10.0.0.13<35761> failed : Software caused connection abort" in kept
+    assert not any(t.startswith("File ") for t in kept)
+    one_line = "ncclSystemError: System call failed.\nLast error: socketStartConnect: Connect to 10.0.0.13<35761> failed"
+    assert analyse_text(one_line).reduction.kept_text[-1].startswith("Last error: socketStartConnect")
+    # torch's placeholder when NCCL has no detail is not a cause
+    assert analyse_text("ncclSystemError: System call failed.\nLast error: Unknown NCCL Error\n").reduction.kept_text == [
+        "ncclSystemError: System call failed."
+    ]
+
+
 def test_warnings_are_not_causes() -> None:
     log = "train.py:66: UserWarning: Converting a tensor to a scalar may lead to unexpected behavior.\nKeyError: 'warmup_steps'\n"
     assert analyse_text(log).reduction.kept_text == ["KeyError: 'warmup_steps'"]

@@ -11,27 +11,48 @@ arrives.
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import threading
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from rich.text import Text
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.timer import Timer
 
-from kb.caseset import CaseSet, load_cases
-from kb.casefile import parse_case_file
-from kb.search import Engine
+from kb.safe_text import visible
 
 from .conversation import CheckRecord
+from .messages import CheckFinished, ChecksIdle, DenseLoaded, EngineFailed, EngineReady
 from .palette import CaseCommands
-from .messages import CheckFinished, DenseLoaded, EngineFailed, EngineReady
-from .screens.case import CaseScreen
 from .screens.chat import ChatScreen
-from .screens.confirm import ConfirmRunScreen
-from .screens.help import HelpScreen
+
+if TYPE_CHECKING:
+    # Imported by the start-up worker after the first paint (numpy, faiss, the
+    # case parser, rich's Markdown): importing them first cost over a second.
+    from kb.caseset import CaseSet
+    from kb.search import Engine
+
+
+def warm_case_view() -> None:
+    """In the start-up worker: import what opening a case needs and render a code
+    block once (pygments loads its lexers), so the first Enter on a card pays for neither."""
+    import io
+
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from .screens import case as _case  # noqa: F401
+
+    sample = Markdown("# x\n\n```bash\necho x\n```\n\n```python\nprint(1)\n```\n", code_theme="ansi_dark")
+    Console(file=io.StringIO(), width=80).print(sample)
+
+
+SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
 
 
 class KbApp(App[int]):
@@ -68,6 +89,13 @@ class KbApp(App[int]):
         self.engine_error = ""
         self._engine_event = threading.Event()
         self._status: dict[str, str] = {"index": "opening the index…", "dense": ""}
+        self._checks: dict[threading.Thread, threading.Event] = {}  # running check workers
+        self.writing = threading.Lock()  # held while a worker writes a file the user asked for
+        # What is in progress (key -> words, "" for none beyond the status itself): the status line
+        # spins while anything is, so work slower than 100 ms is never a frozen screen.
+        self._busy: dict[str, str] = {}
+        self._spin = 0
+        self._spin_timer: Timer | None = None
 
     def get_default_screen(self) -> Screen:
         return ChatScreen()
@@ -77,19 +105,49 @@ class KbApp(App[int]):
         return next(s for s in self.screen_stack if isinstance(s, ChatScreen))
 
     def on_mount(self) -> None:
+        self.busy("index", "")
         self._show_status()
         # After the first paint: the user sees the app before any slow work starts.
         self.call_after_refresh(self._open_engine)
 
     # ------------------------------------------------------------ status
 
+    def busy(self, key: str, words: str | None) -> None:
+        """Mark `key` in progress (`words` shown in the status line, "" for none) or done (None)."""
+        if words is None:
+            self._busy.pop(key, None)
+        else:
+            self._busy[key] = words
+        if self._busy and self._spin_timer is None:
+            self._spin_timer = self.set_interval(0.1, self._spin_tick)
+        elif not self._busy and self._spin_timer is not None:
+            self._spin_timer.stop()
+            self._spin_timer = None
+        self._show_status()
+
+    @property
+    def busy_with(self) -> dict[str, str]:
+        return dict(self._busy)
+
+    def _spin_tick(self) -> None:
+        self._spin = (self._spin + 1) % len(SPINNER)
+        self._show_status()
+
     def _show_status(self) -> None:
         t = Text()
         t.append(" kb ", style="bold reverse")
+        if self._busy:
+            t.append(" " + SPINNER[self._spin], style="bold yellow")
+            words = [w for w in self._busy.values() if w]
+            if words:
+                t.append(" " + " · ".join(words), style="bold yellow")
+            t.append("  ·")
         t.append(" " + self._status["index"])
         if self._status["dense"]:
             t.append("  ·  " + self._status["dense"])
         chat = next((s for s in self.screen_stack if isinstance(s, ChatScreen)), None)
+        if chat is not None and chat.conv.baseline is not None:
+            t.append("  ·  baseline " + visible(chat.conv.baseline.name), style="bold")
         if chat is not None and chat.is_mounted:
             chat.set_status(t)
 
@@ -105,9 +163,12 @@ class KbApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine", description="opening the index")
     def _open_engine(self) -> None:
         try:
+            from kb.caseset import load_cases  # after the first paint (see the note at the imports)
+            from kb.search import Engine
+
             if self.engine is None:
-                from kb.index import choose_root  # noqa: PLC0415
-                from kb.store import current_generation  # noqa: PLC0415
+                from kb.index import choose_root
+                from kb.store import current_generation
 
                 if current_generation(choose_root(self.index_dir)[0]) is None:
                     self.call_from_thread(
@@ -121,11 +182,13 @@ class KbApp(App[int]):
             self.post_message(EngineFailed(f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(EngineReady(engine, caseset))
+        warm_case_view()
 
     def on_engine_ready(self, event: EngineReady) -> None:
         self.engine = event.engine
         self.caseset = event.caseset
         self._engine_event.set()
+        self.busy("index", None)
         n = len(event.engine.docs)
         skipped = len(event.caseset.errors)
         self.set_status("index", f"{n} cases" + (f" ({skipped} skipped: run kb check)" if skipped else ""))
@@ -133,6 +196,7 @@ class KbApp(App[int]):
             self.set_status("dense", "signature + keywords + dense")
         elif self.use_dense and event.engine.index.dense_available:
             self.set_status("dense", "signature + keywords; loading the dense model…")
+            self.busy("dense", "")
             self._load_dense()
         else:
             self.set_status("dense", f"signature + keywords only ({event.engine.dense_error or 'dense search is off'})")
@@ -140,6 +204,7 @@ class KbApp(App[int]):
     def on_engine_failed(self, event: EngineFailed) -> None:
         self.engine_error = event.error
         self._engine_event.set()
+        self.busy("index", None)
         self.set_status("index", f"the index could not be opened: {event.error}")
         self.notify(f"The index could not be opened: {event.error}", severity="error", timeout=15)
 
@@ -165,6 +230,7 @@ class KbApp(App[int]):
         self.post_message(DenseLoaded(ok, "" if ok else self.engine.dense_error))
 
     def on_dense_loaded(self, event: DenseLoaded) -> None:
+        self.busy("dense", None)
         if event.ok:
             self.set_status("dense", "signature + keywords + dense")
             self.chat.rerank_latest()
@@ -183,6 +249,8 @@ class KbApp(App[int]):
             # A case the index knows but the loaded case set does not (e.g. edited since): parse its file.
             for doc in self.engine.docs:
                 if doc["id"] == case_id:
+                    from kb.casefile import parse_case_file
+
                     case, _ = parse_case_file(Path(doc["path"]))
                     return case
         return None
@@ -195,7 +263,30 @@ class KbApp(App[int]):
         if case is None:
             self.notify(f"No case with id {case_id!r}.", severity="error")
             return
+        from .screens.case import CaseScreen  # warmed by the start-up worker
+
         self.push_screen(CaseScreen(case, self.python))
+
+    def checks_started(self, cancel: threading.Event) -> None:
+        """Called by a check worker's thread as it starts: quitting cancels and waits for it."""
+        self._checks[threading.current_thread()] = cancel
+
+    def checks_ended(self) -> None:
+        self._checks.pop(threading.current_thread(), None)
+        if not self._checks:
+            self.post_message(ChecksIdle())  # thread-safe; never blocks (the app may be closing)
+
+    def on_checks_idle(self, _: ChecksIdle) -> None:
+        if not self._checks:
+            self.busy("check", None)
+
+    def stop_checks(self, timeout: float) -> None:
+        """Cancel every running check and wait until its processes are gone (kb.runner kills them)."""
+        running = list(self._checks.items())
+        for _, cancel in running:
+            cancel.set()
+        for thread, _ in running:
+            thread.join(timeout)
 
     def on_check_finished(self, event: CheckFinished) -> None:
         chat = self.chat
@@ -226,11 +317,16 @@ class KbApp(App[int]):
     def _new_case(self, text: str) -> None:
         from .newcase import start_new_case
 
-        outcome = start_new_case(text, self.engine)
+        with self.writing:  # quitting waits for the draft to be written (run_app ends the process hard)
+            outcome = start_new_case(text, self.engine)
         self.last_new_case = outcome
         self.call_from_thread(self.notify, outcome.message, timeout=15)
 
     def action_help(self) -> None:
+        from .screens.case import CaseScreen
+        from .screens.confirm import ConfirmRunScreen
+        from .screens.help import HelpScreen
+
         if isinstance(self.screen, HelpScreen):
             return
         groups: list[tuple[str, list[Binding | tuple[str, ...]]]] = [
@@ -242,7 +338,7 @@ class KbApp(App[int]):
         self.push_screen(HelpScreen.for_bindings(groups))
 
     def open_cluster_report(self) -> None:
-        from .screens.cluster import ClusterScreen  # noqa: PLC0415 - only when asked for
+        from .screens.cluster import ClusterScreen  # only when asked for
 
         self.push_screen(ClusterScreen())
 
@@ -257,7 +353,8 @@ class KbApp(App[int]):
         yield SystemCommand("Cancel search", "Stop the search in progress (Esc)", chat.action_cancel_search)
         yield SystemCommand("Help: keys", "Every key of the app (F1)", self.action_help)
         yield SystemCommand("Cluster report", "Show a saved `kb doctor --ray ADDRESS --json` file", self.open_cluster_report)
-        if isinstance(screen, CaseScreen):
+        case_module = sys.modules.get("tui.screens.case")  # a case screen exists only once its module is loaded
+        if case_module is not None and isinstance(screen, case_module.CaseScreen):
             yield SystemCommand("Run selected check", "Show the code, confirm, run (r)", screen.action_run_selected)
             yield SystemCommand("Run all checks", "Show the code of every check, confirm, run (a)", screen.action_run_all)
             yield SystemCommand("Cancel running check", "Kill the running check (Esc / x)", screen.action_cancel_check)
@@ -267,7 +364,25 @@ class KbApp(App[int]):
 
 
 def run_app(args: argparse.Namespace) -> int:
-    """Run the app with the options `kb` parsed (kb/cli.py owns the one parser)."""
+    """Run the app with the options `kb` parsed (kb/cli.py owns the one parser).
+
+    Once the app has returned, the process ends at once (os._exit): running
+    checks are cancelled and waited for (kb.runner kills each one's process
+    group), a new case's draft being written is finished, output is flushed;
+    an index being built is left behind (kb.store publishes a generation only
+    once it is complete: the next start builds it again). A normal
+    exit would first wait for worker threads (an index still opening, the
+    dense model loading) and tear down numpy and the rest: over a second.
+    """
     app = KbApp(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, python=args.python, dense=not args.no_dense)
     result = app.run()
-    return int(result or 0)
+    code = app.return_code or int(result or 0)  # 1 when the app crashed (Textual printed why)
+    app.stop_checks(timeout=15.0)
+    if app.writing.acquire(timeout=15.0):  # a new case's draft being written is finished, not cut
+        app.writing.release()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

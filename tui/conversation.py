@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kb.runner import CheckResult
-from kb.search import Answer
+if TYPE_CHECKING:  # the engine is imported by the start-up worker, not before the first paint
+    from kb.runner import CheckResult
+    from kb.search import Answer
 
 # A follow-up sees the earlier turns through `context`; more than this would
 # drown the new message in old text (search appends context after the focus).
@@ -28,6 +31,7 @@ class Turn:
     answer: Answer | None = None
     error: str = ""
     cancelled: bool = False
+    baseline: Path | None = None  # the conversation's baseline when this turn was sent
 
     @property
     def pending(self) -> bool:
@@ -51,6 +55,9 @@ class Conversation:
     turns: list[Turn] = field(default_factory=list)
     checks: list[CheckRecord] = field(default_factory=list)
     started: _dt.datetime = field(default_factory=lambda: _dt.datetime.now().astimezone())
+    # A good run of the same job (`/baseline PATH`): every search of this conversation sets aside
+    # the lines it also printed, as `kb search --baseline` does. Read by the search worker.
+    baseline: Path | None = None
 
     def context(self) -> str:
         """Earlier turns, newest first, capped: what a follow-up is refined with."""

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.message import Message
 
-from kb.caseset import CaseSet
-from kb.runner import CheckResult
-from kb.search import Answer, Engine
+if TYPE_CHECKING:  # kb.search pulls numpy: not before the first paint
+    from kb.caseset import CaseSet
+    from kb.runner import CheckResult
+    from kb.search import Answer, Engine
 
 
 class EngineReady(Message):
@@ -63,6 +66,10 @@ class CheckFinished(Message, bubble=False):
         super().__init__()
         self.case_title = case_title
         self.result = result
+
+
+class ChecksIdle(Message):
+    """No check worker runs any more (posted to the app from the last one's thread, even if its screen is gone)."""
 
 
 class ChecksDone(Message):

@@ -6,9 +6,10 @@ them): `KbApp` implements it.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
-from kb.search import Engine
+if TYPE_CHECKING:
+    from kb.search import Engine
 
 
 class AppState(Protocol):
@@ -19,6 +20,8 @@ class AppState(Protocol):
     def dense_pending(self) -> bool: ...
 
     def refresh_status(self) -> None: ...
+
+    def busy(self, key: str, words: str | None) -> None: ...
 
     def wait_engine(self, cancelled: Callable[[], bool]) -> Engine | None: ...
 

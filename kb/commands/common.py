@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..signals import read_log
 
 
 def add_index_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -18,6 +17,8 @@ def add_index_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
 
 def read_log_arg(name: str | Path) -> str:
     """A log named on the command line ('-' for standard input); a read error is a usage error."""
+    from ..signals import read_log  # kb.signals compiles many patterns; the app's start does not need it
+
     if str(name) == "-":
         return read_log(sys.stdin.buffer)
     try:

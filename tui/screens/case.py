@@ -64,6 +64,7 @@ class CaseScreen(Screen[None]):
         self.results: list[CheckResult] = []
         self.cancel_event: threading.Event | None = None
         self.last_params: dict[str, str] = {}
+        self.body_shown = False  # the Markdown body comes after the view's first paint
 
     def compose(self) -> ComposeResult:
         c = self.case
@@ -81,7 +82,9 @@ class CaseScreen(Screen[None]):
             with VerticalScroll(id="case-body"):
                 # Rich's Markdown in one Static, not Textual's Markdown widget: that
                 # mounts a widget per block and took over a second to open a case.
-                yield Static(Markdown(visible_block(c.body), code_theme="ansi_dark"), id="case-md")
+                # Rendering it (code blocks highlighted) still takes a few hundred ms
+                # on a loaded machine, so the view paints first and the body follows.
+                yield Static(Text("rendering the case…", style="dim italic"), id="case-md")
             with Vertical(id="case-side"):
                 yield Label(f"Checks ({len(c.checks)})", classes="side-title")
                 options = [Option(check_prompt(ch), id=ch.name) for ch in c.checks]
@@ -90,6 +93,8 @@ class CaseScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
+        # Two refreshes later: the footer's keys (recomposed after the first) paint before the body's render.
+        self.call_after_refresh(self.call_after_refresh, self._show_body)
         checks = self.query_one("#checks", OptionList)
         if self.case.checks:
             checks.highlighted = 0
@@ -97,6 +102,12 @@ class CaseScreen(Screen[None]):
         else:
             self.query_one(CheckOutput).set_status(Text("This case has no checks.", style="dim"))
             self.query_one("#case-body").focus()
+
+    def _show_body(self) -> None:
+        """After the view's first paint: the case's Markdown body."""
+        if self.is_mounted:
+            self.query_one("#case-md", Static).update(Markdown(visible_block(self.case.body), code_theme="ansi_dark"))
+            self.body_shown = True
 
     # ------------------------------------------------------------ helpers
 
@@ -182,12 +193,22 @@ class CaseScreen(Screen[None]):
 
     def start_checks(self, checks: list[Check], params: dict[str, str]) -> None:
         self.cancel_event = threading.Event()
+        self.query_one(CheckOutput).set_status(Text("starting… (asking the node about the check's needs)", style="italic"))
+        self.app.busy("check", "running checks")  # type: ignore[attr-defined]
         self._run_checks(checks, params, self.cancel_event, self.query_one(CheckOutput))
 
     # ------------------------------------------------------------ the worker
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="checks", description="running checks")
     def _run_checks(self, checks: list[Check], params: dict[str, str], cancel: threading.Event, output: CheckOutput) -> None:
+        app = self.app
+        app.checks_started(cancel)  # type: ignore[attr-defined]
+        try:
+            self._run_checks_in(checks, params, cancel, output)
+        finally:
+            app.checks_ended()  # type: ignore[attr-defined]
+
+    def _run_checks_in(self, checks: list[Check], params: dict[str, str], cancel: threading.Event, output: CheckOutput) -> None:
         for check in checks:
             if cancel.is_set():
                 break
@@ -223,10 +244,12 @@ class CaseScreen(Screen[None]):
 
     def on_checks_done(self, _: ChecksDone) -> None:
         self.cancel_event = None
+        self.app.busy("check", None)  # type: ignore[attr-defined]
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.worker.group == "checks" and event.state == WorkerState.ERROR:
             self.cancel_event = None
+            self.app.busy("check", None)  # type: ignore[attr-defined]
             self.query_one(CheckOutput).set_status(Text(f"the check could not run: {event.worker.error}", style="bold red"))
 
     def on_unmount(self) -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
@@ -10,17 +13,15 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from kb.logsearch import search_text
-from kb.search import SCORERS
+from kb.safe_text import visible
 
 from ..conversation import Conversation, Turn
 from ..messages import SearchDone, SearchFailed
 from ..state import AppState
-from .ask import AskScreen
 from ..widgets.card import CaseCard
 from ..widgets.prompt import Attachment, PromptArea
 from ..widgets.transcript import Transcript
-
+from .ask import AskScreen
 
 TOP_K = 5
 FAST = ("signature", "lexical")
@@ -46,6 +47,7 @@ class ChatScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.conv = Conversation()
+        self._baseline_cache: tuple[tuple[str, int, int] | None, str] = (None, "")
 
     @property
     def kb(self) -> AppState:
@@ -89,6 +91,8 @@ class ChatScreen(Screen[None]):
             self.kb.open_case(arg.strip())
         elif word == "export":
             self.action_export()
+        elif word == "baseline":
+            self.set_baseline(arg.strip())
         elif word in ("help", "?"):
             self.kb.action_help()
         elif word in ("quit", "exit", "q"):
@@ -101,14 +105,14 @@ class ChatScreen(Screen[None]):
         """Start a turn: show the message, search in a worker. Returns the turn's index."""
         idx = len(self.conv.turns)
         context = self.conv.context()
-        turn = Turn(label=text, context=context)
+        turn = Turn(label=text, context=context, baseline=self.conv.baseline)
         self.conv.turns.append(turn)
         transcript = self.query_one(Transcript)
         transcript.add_user(text)
         transcript.add_answer(idx)
         transcript.jump_to_end()
         self._search(idx, text, attachments or {}, context)
-        self.refresh_bindings()
+        self._searching_changed()
         return idx
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="search", description="searching")
@@ -126,8 +130,17 @@ class ChatScreen(Screen[None]):
         engine = self.kb.wait_engine(lambda: worker.is_cancelled)
         if engine is None or worker.is_cancelled:
             return
+        from kb.logsearch import search_text  # the engine's modules load after the first paint
+        from kb.search import SCORERS
+
+        try:
+            base = self._baseline_text(turn.baseline)
+        except OSError as exc:
+            self.post_message(SearchFailed(idx, f"could not read the baseline {turn.baseline}: {exc.strerror or exc}"))
+            return
         use = SCORERS if engine.dense_ready else FAST
-        answer = search_text(engine, text, k=TOP_K, use=use, context=context)  # a pasted log goes through the log reader
+        # a pasted log goes through the log reader
+        answer = search_text(engine, text, k=TOP_K, use=use, context=context, baseline=base, baseline_path=str(turn.baseline or ""))
         if not worker.is_cancelled:
             self.post_message(SearchDone(idx, answer))
 
@@ -137,9 +150,56 @@ class ChatScreen(Screen[None]):
         engine = self.kb.engine
         if engine is None or not engine.dense_ready:
             return
-        answer = search_text(engine, text, k=TOP_K, use=SCORERS, context=context)
+        from kb.logsearch import search_text
+        from kb.search import SCORERS
+
+        baseline = self.conv.turns[idx].baseline if idx < len(self.conv.turns) else None
+        try:
+            base = self._baseline_text(baseline)
+        except OSError:
+            return  # the first search already said why
+        answer = search_text(engine, text, k=TOP_K, use=SCORERS, context=context, baseline=base, baseline_path=str(baseline or ""))
         if not worker.is_cancelled:
             self.post_message(SearchDone(idx, answer, reranked=True))
+
+    def _baseline_text(self, path: Path | None) -> str | None:
+        """The baseline log's text, read in a worker (it may be large); re-read only when the file changed."""
+        if path is None:
+            return None
+        from kb.signals import read_log
+
+        st = path.stat()
+        key = (str(path), st.st_mtime_ns, st.st_size)
+        if self._baseline_cache[0] != key:
+            self._baseline_cache = (key, read_log(path))
+        return self._baseline_cache[1]
+
+    def set_baseline(self, arg: str) -> None:
+        """`/baseline PATH`: a good run of the same job for this conversation; `/baseline off` drops it; bare: say which."""
+        transcript = self.query_one(Transcript)
+        if not arg:
+            current = self.conv.baseline
+            transcript.add_info(f"Baseline: {current} (/baseline off drops it)." if current else
+                                "No baseline. /baseline PATH attaches a good run of the same job: the lines it also "
+                                "printed are set aside in every search of this conversation.", classes="info")
+            return
+        if arg.lower() in ("off", "none", "clear"):
+            self.conv.baseline = None
+            transcript.add_info("Baseline dropped: searches use the whole log again.", classes="info")
+            self.kb.refresh_status()
+            return
+        path = Path(os.path.expanduser(arg.strip("'\"")))
+        if not path.is_file():
+            why = "no such file" if not path.exists() else "not a file"
+            self.notify(visible(f"Baseline not attached: {path}: {why}."), severity="error")
+            return
+        if not os.access(path, os.R_OK):
+            self.notify(visible(f"Baseline not attached: {path}: not readable."), severity="error")
+            return
+        self.conv.baseline = path.resolve()
+        transcript.add_info(visible(f"Baseline: {self.conv.baseline}. Lines this good run also printed are set aside in every "
+                                    "search of this conversation (as kb search --baseline); /baseline off drops it."), classes="info")
+        self.kb.refresh_status()
 
     def rerank_latest(self) -> None:
         """The dense model just arrived: merge its results into the latest answer that lacked them."""
@@ -151,6 +211,11 @@ class ChatScreen(Screen[None]):
             if turn.answer is not None:
                 return
 
+    def _searching_changed(self) -> None:
+        """The status line spins while a search runs; the footer offers Esc only then."""
+        self.kb.busy("search", "searching" if self.searching else None)
+        self.refresh_bindings()
+
     def on_search_done(self, event: SearchDone) -> None:
         if event.turn >= len(self.conv.turns):
             return  # from a conversation that was cleared
@@ -158,6 +223,7 @@ class ChatScreen(Screen[None]):
         if turn.cancelled:
             return
         turn.answer = event.answer
+        self.kb.busy("search", "searching" if self.searching else None)
         transcript = self.query_one(Transcript)
         view = transcript.answer_view(event.turn)
         if view is not None:
@@ -177,7 +243,7 @@ class ChatScreen(Screen[None]):
 
     def on_search_failed(self, event: SearchFailed) -> None:
         self._fail(event.turn, event.error)
-        self.refresh_bindings()
+        self._searching_changed()
 
     def _fail(self, idx: int, error: str) -> None:
         if idx >= len(self.conv.turns):
@@ -193,6 +259,7 @@ class ChatScreen(Screen[None]):
             err = event.worker.error
             if pending:
                 self._fail(pending[-1], f"{type(err).__name__}: {err}")
+                self._searching_changed()
             else:
                 self.notify(f"re-ranking failed: {err}", severity="error")
 
@@ -216,8 +283,11 @@ class ChatScreen(Screen[None]):
     def on_key(self, event: events.Key) -> None:
         """The chat's one focus rule: typing while a card (or the transcript) has
         focus goes to the prompt, so no keystroke is lost; Esc and Tab move focus."""
+        # The prompt (a TextArea) stops every printable key it inserts, so one that
+        # reaches here came from elsewhere, even if focus has moved to the prompt since
+        # it was queued: typing fast after Tab lost those keys when this asked who had focus.
         prompt = self.query_one(PromptArea)
-        if self.focused is prompt or not event.is_printable or not event.character:
+        if not event.is_printable or not event.character:
             return
         event.stop()
         prompt.focus()
@@ -234,7 +304,7 @@ class ChatScreen(Screen[None]):
             view = self.query_one(Transcript).answer_view(i)
             if view is not None:
                 view.show_cancelled()
-        self.refresh_bindings()
+        self._searching_changed()
 
     def action_new_conversation(self) -> None:
         """ctrl+n: a fresh conversation; one with answers is offered for export first."""
@@ -264,7 +334,8 @@ class ChatScreen(Screen[None]):
         prompt.clear()
         prompt.attachments = {}
         prompt.focus()
-        self.refresh_bindings()
+        self.kb.refresh_status()  # a baseline belongs to the conversation it was attached to
+        self._searching_changed()
 
     def latest_cards(self) -> list[CaseCard]:
         for idx in range(len(self.conv.turns) - 1, -1, -1):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from rich.syntax import Syntax
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -21,6 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from kb.casefile import Case, Check
+from kb.needs import target_python, unmet_needs
 from kb.provenance import case_origin
 from kb.runner import Plan, plan_check
 from kb.safe_text import visible, visible_block
@@ -36,6 +37,9 @@ def _needed_params(checks: list[Check]) -> list[str]:
             if name not in names:
                 names.append(name)
     return names
+
+
+CHECKING = "\0checking"  # not a reason: the needs are still being detected
 
 
 class ConfirmRunScreen(ModalScreen[bool]):
@@ -54,6 +58,8 @@ class ConfirmRunScreen(ModalScreen[bool]):
         self.python = python
         self.params = _needed_params(checks)
         self.trust = case_trust(case)
+        # check index -> None (needs met), the reason it will be skipped, or CHECKING while the node is asked
+        self.unmet: dict[int, str | None] = {i: CHECKING for i, ch in enumerate(checks) if ch.needs}
         self.values: dict[str, str] = {}
         for name in self.params:
             param = case.params.get(name)
@@ -102,11 +108,36 @@ class ConfirmRunScreen(ModalScreen[bool]):
         for inp in self.query(Input):
             inp.cursor_blink = blink
         self._refresh_plans()
+        if self.unmet:
+            self._detect_needs()
         first_empty = next(iter(self.missing()), None)
         if first_empty:
             self.query_one(f"#param-{first_empty}", Input).focus()
         else:
             self.query_one("#yes", Button).focus()
+
+    # ------------------------------------------------------------ needs
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="needs", description="checking the checks' needs")
+    def _detect_needs(self) -> None:
+        """Ask this node (GPUs, commands, modules of the target Python) as `kb run` will, off the UI thread:
+        each answer costs a subprocess. A check whose needs are not met is said to be skipped before Run."""
+        python = target_python(self.python).path
+        for i in list(self.unmet):
+            try:
+                reason = unmet_needs(self.checks[i].needs, python)
+            except Exception as exc:  # noqa: BLE001 - detection failing must not break the dialog; the run decides
+                reason = f"could not check its needs: {exc}"
+            self.app.call_from_thread(self._needs_known, i, reason)
+
+    def _needs_known(self, i: int, reason: str | None) -> None:
+        self.unmet[i] = reason
+        if self.is_mounted:
+            self._refresh_plans()
+
+    def skipped(self) -> list[int]:
+        """The checks that will be skipped (needs known to be unmet)."""
+        return [i for i, r in self.unmet.items() if r is not None and r != CHECKING]
 
     # ------------------------------------------------------------ plans
 
@@ -146,6 +177,14 @@ class ConfirmRunScreen(ModalScreen[bool]):
             head.append("]")
             if check.description:
                 head.append("\n" + visible(check.description), style="italic")
+            if i in self.unmet:
+                state = self.unmet[i]
+                if state == CHECKING:
+                    head.append("\nneeds: checking this node…", style="italic dim")
+                elif state is None:
+                    head.append("\nneeds: met on this node", style="green")
+                else:
+                    head.append(visible(f"\nwill be skipped: {state}"), style="bold yellow")
             head.append("\ninterpreter: ", style="dim")
             head.append(visible(plan.interpreter_desc), style="bold")
             self.query_one(f"#plan-head-{i}", Static).update(head)
@@ -158,6 +197,14 @@ class ConfirmRunScreen(ModalScreen[bool]):
             status = Text("fill in: " + ", ".join(missing), style="bold red")
         elif invalid:
             status = Text(visible("; ".join(f"{name}: {why}" for name, why in invalid.items())), style="bold red")
+        elif skipped := self.skipped():
+            n = len(self.checks)
+            if len(skipped) == n:
+                status = Text(("This check" if n == 1 else f"All {n} checks") + " will be skipped: needs not met on this node "
+                              "(see above). Nothing runs until you press Run.", style="bold yellow")
+            else:
+                status = Text(f"{len(skipped)} of {n} checks will be skipped (needs not met, see above). "
+                              "Nothing runs until you press Run.", style="bold yellow")
         else:
             status = Text("Nothing runs until you press Run.", style="dim")
         self.query_one("#dialog-missing", Static).update(status)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual.binding import Binding
@@ -10,9 +11,11 @@ from textual.message import Message
 from textual.widgets import Static
 
 from kb.paths import builtin_cases_dir
-from kb.provenance import Origin
 from kb.safe_text import visible
-from kb.search import Result
+
+if TYPE_CHECKING:  # the chat screen paints before the engine is imported
+    from kb.provenance import Origin
+    from kb.search import Result
 
 MAX_WHY = 4
 MAX_LINE = 220

@@ -19,8 +19,6 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
-from kb.signals import read_log
-
 LARGE_PASTE_CHARS = 64 * 1024
 LARGE_PASTE_LINES = 2000
 
@@ -38,6 +36,8 @@ class Attachment:
         if self.text is not None:
             return self.text
         assert self.path is not None
+        from kb.signals import read_log  # in the search worker, not at start-up
+
         return read_log(self.path)
 
 

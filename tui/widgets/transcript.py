@@ -7,18 +7,23 @@ they scroll up to read, it stays put. An answer is revealed from its top
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.text import Text
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from kb.runner import CheckResult
 from kb.safe_text import visible
-from kb.search import Answer
+
+if TYPE_CHECKING:  # numpy and the engine load after the first paint
+    from kb.runner import CheckResult
+    from kb.search import Answer
 
 from .card import CaseCard
 
 USER_LINES = 12
+SEARCHED_SHOWN = 12  # kb.logreduce.MAX_KEPT: all the lines the log reader keeps
 
 
 def _clip(text: str, lines: int = USER_LINES) -> Text:
@@ -46,13 +51,15 @@ class AnswerView(Vertical):
     def show_answer(self, answer: Answer, reranked: bool = False, followup: int = 0, dense_pending: bool = False) -> None:
         self.remove_children()
         widgets: list[Static] = []
+        # Every line the log reader kept (it keeps at most 12), as `kb search --explain` lists them:
+        # a cut here once hid the `Last error:` detail that names the cause.
         searched = Text("kb searched for:", style="bold")
-        for line in answer.searched_for[:8]:
+        for line in answer.searched_for[:SEARCHED_SHOWN]:
             searched.append("\n  " + visible(line[:200]), style="cyan")
-        if len(answer.searched_for) > 8:
-            searched.append(f"\n  … {len(answer.searched_for) - 8} more", style="dim")
+        if len(answer.searched_for) > SEARCHED_SHOWN:
+            searched.append(f"\n  … {len(answer.searched_for) - SEARCHED_SHOWN} more", style="dim")
         widgets.append(Static(searched, classes="searched"))
-        if answer.extra.get("ranks", {}).get("suspect") is not None or answer.extra.get("consequences"):
+        if answer.extra.get("ranks", {}).get("suspect") is not None or answer.extra.get("consequences") or answer.extra.get("baseline"):
             # a multi-rank log: the suspect rank, the stage, the consequences set aside (kb.logsearch)
             widgets.append(Static(Text("\n".join(answer.extra.get("log_summary", [])), style="yellow"), classes="logsummary"))
         if answer.abstained or not answer.results:
