@@ -272,7 +272,9 @@ def extract(text: str) -> Signals:
         cleaned, kinds = clean_line(raw)
         if not cleaned.strip():
             continue
-        norm = normalise(cleaned.strip())
+        # A frame's file is what tells it apart ("File <path>, line <num>, in <module>" would
+        # fold a whole import chain into its first frame); ranks repeat frames verbatim anyway.
+        norm = cleaned.strip() if FRAME_RE.match(cleaned) else normalise(cleaned.strip())
         existing = by_norm.get(norm)
         if existing is not None:
             existing.count += 1
