@@ -25,7 +25,7 @@ import numpy as np
 
 from . import store
 from .caseset import case_files, case_folders, load_cases
-from .documents import CaseDoc, build_doc
+from .documents import DOC_VERSION, CaseDoc, build_doc
 from .errors import UsageError
 from .model import MIN_EXPORT_COSINE, ModelError, ModelSpec, resolve_model, verify_weights
 from .paths import default_index_dir, fallback_index_dir, is_writable_dir
@@ -247,8 +247,8 @@ def _try_load(root: Path, folders: list[Path], stats: dict[str, list[int]], iden
             return None
         if manifest.get("model_identity") != identity:
             return None
-        if manifest.get("tokenizer_version") != TOKENIZER_VERSION:
-            return None  # the BM25 matrices were built with other tokens (dense vectors are reused)
+        if manifest.get("tokenizer_version") != TOKENIZER_VERSION or manifest.get("doc_version") != DOC_VERSION:
+            return None  # documents or BM25 tokens made another way (vectors of unchanged texts are reused)
         dense = manifest.get("dense", {})
         if dense.get("enabled") and _export_check(root / "models", dense.get("weights_sha256", "")) is None:
             notes.append("the ONNX export in the index folder is missing or damaged; exporting again")
@@ -505,6 +505,7 @@ def _update(
             "file_stats": stats,
             "model_identity": identity,
             "tokenizer_version": TOKENIZER_VERSION,
+            "doc_version": DOC_VERSION,
             "dense": dense_info,
             "cases": {d["id"]: {"hash": d["content_hash"], "path": d["path"]} for d in docs},
             "vectors": int(len(vectors)),
@@ -536,8 +537,8 @@ def _previous_tokens(root: Path) -> dict[str, list[str]]:
 
 
 def _tokens_key(content_hash: str) -> str:
-    """tokens.json key: a case's tokens are reused only if its text and the tokenizer are unchanged."""
-    return f"t{TOKENIZER_VERSION}:{content_hash}"
+    """tokens.json key: a case's tokens are reused only if its file, build_doc and the tokenizer are unchanged."""
+    return f"t{TOKENIZER_VERSION}.{DOC_VERSION}:{content_hash}"
 
 
 def _write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:

@@ -141,7 +141,7 @@ def test_broken_model_leaves_lexical_search_working(tmp_path: Path) -> None:
     assert any("dense search not used" in n for n in answer.notes)
 
 
-def test_index_of_an_older_tokenizer_is_retokenized(tmp_path: Path, monkeypatch) -> None:
+def test_index_of_an_older_tokenizer_or_document_builder_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
     # No model: lexical only, so the test builds quickly. An index built with other
     # tokens must not keep its BM25 matrices (or the cached tokens) once the tokenizer changes.
     import kb.index as index_mod
@@ -154,11 +154,14 @@ def test_index_of_an_older_tokenizer_is_retokenized(tmp_path: Path, monkeypatch)
     first = open_index([team], **kwargs)
     assert first.manifest["tokenizer_version"] == index_mod.TOKENIZER_VERSION
     tokens = json.loads((first.generation / "tokens.json").read_text(encoding="utf-8"))
-    assert all(k.startswith(f"t{index_mod.TOKENIZER_VERSION}:") for k in tokens)
+    assert all(k.startswith(f"t{index_mod.TOKENIZER_VERSION}.{index_mod.DOC_VERSION}:") for k in tokens)
     assert open_index([team], **kwargs).generation == first.generation  # nothing changed: reused
     monkeypatch.setattr(index_mod, "TOKENIZER_VERSION", index_mod.TOKENIZER_VERSION + 1)
     second = open_index([team], **kwargs)
     assert second.generation != first.generation
     tokens = json.loads((second.generation / "tokens.json").read_text(encoding="utf-8"))
-    assert all(k.startswith(f"t{index_mod.TOKENIZER_VERSION}:") for k in tokens)
+    assert all(k.startswith(f"t{index_mod.TOKENIZER_VERSION}.{index_mod.DOC_VERSION}:") for k in tokens)
     assert "tensor_parallel_size" in Engine(second).lexical.vocab
+    monkeypatch.setattr(index_mod, "DOC_VERSION", index_mod.DOC_VERSION + 1)  # build_doc changed: same
+    third = open_index([team], **kwargs)
+    assert third.generation != second.generation and third.manifest["doc_version"] == index_mod.DOC_VERSION

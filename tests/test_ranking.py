@@ -34,3 +34,16 @@ def test_non_candidates_and_single_vector_cases() -> None:
     assert abs(cos[0] - 1.0) < 1e-6  # one vector: its cosine as it is
     assert cos[1] == -1.0 and rows[1] == -1  # no vectors: no dense evidence
     assert cos[2] == -1.0 and rows[2] == -1  # not a candidate: no dense evidence
+
+
+def test_regex_signatures_read_as_the_message_they_match() -> None:
+    from kb.documents import regex_words
+    from kb.tokenize import tokenize
+
+    text = regex_words(r"Multimodal prompt produced \d+ tokens, exceeding rollout\.prompt_length=\d+")
+    assert text == "Multimodal prompt produced tokens, exceeding rollout.prompt_length="
+    assert "rollout.prompt_length" in tokenize(text)  # one dotted name, as a pasted config key
+    assert regex_words(r"Error when executing tool: '[A-Za-z_][\w.-]*'\s*$") == "Error when executing tool: ' '"  # no class junk
+    assert regex_words(r"model_merger[\s\S]{0,3000}Cannot copy out of meta tensor") == "model_merger Cannot copy out of meta tensor"
+    assert regex_words(r"No module named 'vllm\.(?!_C')") == "No module named 'vllm."  # a lookahead is not text
+    assert regex_words(r"(?i)At most \d+ (?:image|video)\(s\) may be provided") == "At most image video (s) may be provided"
