@@ -167,3 +167,12 @@ def test_frames_of_different_files_are_not_collapsed() -> None:
     assert any("protocol.py" in l.text for l in sig.error_lines)
     exc = [l for l in sig.lines if "exception" in l.kinds]
     assert len(exc) == 1 and exc[0].count == 2
+
+
+def test_vllm_log_prefix_is_cleaned_and_marks_an_error() -> None:
+    sig = extract(
+        "(EngineCore_0 pid=7121) ERROR 01-12 17:24:20 [core.py:769] Invocation of collective_rpc method failed\n"
+        "INFO 05-10 11:22:33 llm_engine.py:100] Initializing an LLM engine (v0.6.3) with config: model='Qwen'\n"
+    )
+    assert [l.text for l in sig.error_lines] == ["Invocation of collective_rpc method failed"]
+    assert sig.lines[1].text.startswith("Initializing an LLM engine") and not sig.lines[1].kinds
