@@ -294,6 +294,9 @@ def _check_vectors(vectors: np.ndarray, row_case: np.ndarray, docs: list[CaseDoc
         raise store.IndexCorrupt("vectors.npy or rows.npy has the wrong data type")
     if len(row_case) and (row_case.max() >= len(docs) or row_case.min() < 0):
         raise store.IndexCorrupt("rows.npy points outside the cases")
+    if len(row_case) > 1 and bool(np.any(np.diff(row_case) < 0)):
+        # search reads each case's vectors as one block (kb.search.case_cosines)
+        raise store.IndexCorrupt("rows.npy is not in case order")
     if not np.isfinite(vectors).all():
         bad = int((~np.isfinite(vectors).all(axis=1)).sum())
         raise store.IndexCorrupt(f"vectors.npy has {bad} vector(s) with NaN or infinite values")
