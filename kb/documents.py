@@ -12,6 +12,9 @@ from typing import TypedDict
 from .casefile import REGEX_PREFIX, Case
 
 MAX_SECTION_CHARS = 3000
+# Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
+# was built with another version (vectors of unchanged dense texts are reused).
+DOC_VERSION = 2
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
@@ -37,8 +40,69 @@ def readable_regex(pattern: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_QUANTIFIER_RE = re.compile(r"\{\d*(?:,\d*)?\}")
+_GROUP_OPEN_RE = re.compile(r"\(\?(?:P<\w+>|<\w+>|[aiLmsux]+(?:-[imsx]+)?:|[aiLmsux]+\)|:)")
+_LOOKAROUND = ("(?!", "(?<!", "(?=", "(?<=")
+
+
+def _skip_group(pattern: str, i: int) -> int:
+    """Index just past the group that opens at pattern[i]."""
+    depth = 0
+    while i < len(pattern):
+        if pattern[i] == "\\":
+            i += 2
+            continue
+        if pattern[i] == "(":
+            depth += 1
+        elif pattern[i] == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return i
+
+
+def regex_words(pattern: str) -> str:
+    """What a regex signature says, as the message it matches would read (for BM25 and embeddings).
+
+    Escaped characters are the characters (`rollout\\.prompt_length` -> `rollout.prompt_length`,
+    one dotted name, not two words); character classes, quantifiers, wildcards and group
+    syntax become a space; a lookaround says what must (not) follow, not what is there, so
+    it is dropped. Alternatives stay side by side (`(image|video)` -> `image video`).
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\" and i + 1 < n:
+            out.append(" " if pattern[i + 1].isalnum() else pattern[i + 1])  # \d \w \s \b vs \. \( \[
+            i += 2
+        elif c == "[":
+            j = i + 1
+            j += 1 if pattern.startswith("^", j) else 0
+            j += 1 if pattern.startswith("]", j) else 0
+            while j < n and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            out.append(" ")
+            i = j + 1
+        elif c == "{" and (m := _QUANTIFIER_RE.match(pattern, i)):
+            out.append(" ")
+            i = m.end()
+        elif pattern.startswith(_LOOKAROUND, i):
+            out.append(" ")
+            i = _skip_group(pattern, i)
+        elif c == "(":
+            g = _GROUP_OPEN_RE.match(pattern, i)
+            out.append(" ")
+            i = g.end() if g else i + 1
+        else:
+            out.append(" " if c in "^$*+?|)." else c)
+            i += 1
+    return re.sub(r"\s+", " ", "".join(out)).strip()
+
+
 def signature_text(sig: str) -> str:
-    return readable_regex(sig[len(REGEX_PREFIX):]) if sig.startswith(REGEX_PREFIX) else sig
+    return regex_words(sig[len(REGEX_PREFIX):]) if sig.startswith(REGEX_PREFIX) else sig
 
 
 def _prose(section: str) -> str:

@@ -25,10 +25,11 @@ import numpy as np
 
 from . import store
 from .caseset import case_files, case_folders, load_cases
-from .documents import CaseDoc, build_doc
+from .documents import DOC_VERSION, CaseDoc, build_doc
 from .errors import UsageError
 from .model import MIN_EXPORT_COSINE, ModelError, ModelSpec, resolve_model, verify_weights
 from .paths import default_index_dir, fallback_index_dir, is_writable_dir
+from .tokenize import TOKENIZER_VERSION
 
 ProgressFactory = Callable[[int, str], Any]
 APPROX_THRESHOLD = 500_000  # vectors; above this FAISS uses HNSW. Measured at 100k (docs/benchmarks.md): exact
@@ -246,6 +247,8 @@ def _try_load(root: Path, folders: list[Path], stats: dict[str, list[int]], iden
             return None
         if manifest.get("model_identity") != identity:
             return None
+        if manifest.get("tokenizer_version") != TOKENIZER_VERSION or manifest.get("doc_version") != DOC_VERSION:
+            return None  # documents or BM25 tokens made another way (vectors of unchanged texts are reused)
         dense = manifest.get("dense", {})
         if dense.get("enabled") and _export_check(root / "models", dense.get("weights_sha256", "")) is None:
             notes.append("the ONNX export in the index folder is missing or damaged; exporting again")
@@ -291,6 +294,9 @@ def _check_vectors(vectors: np.ndarray, row_case: np.ndarray, docs: list[CaseDoc
         raise store.IndexCorrupt("vectors.npy or rows.npy has the wrong data type")
     if len(row_case) and (row_case.max() >= len(docs) or row_case.min() < 0):
         raise store.IndexCorrupt("rows.npy points outside the cases")
+    if len(row_case) > 1 and bool(np.any(np.diff(row_case) < 0)):
+        # search reads each case's vectors as one block (kb.search.case_cosines)
+        raise store.IndexCorrupt("rows.npy is not in case order")
     if not np.isfinite(vectors).all():
         bad = int((~np.isfinite(vectors).all(axis=1)).sum())
         raise store.IndexCorrupt(f"vectors.npy has {bad} vector(s) with NaN or infinite values")
@@ -501,6 +507,8 @@ def _update(
             "folders": [str(f) for f in folders],
             "file_stats": stats,
             "model_identity": identity,
+            "tokenizer_version": TOKENIZER_VERSION,
+            "doc_version": DOC_VERSION,
             "dense": dense_info,
             "cases": {d["id"]: {"hash": d["content_hash"], "path": d["path"]} for d in docs},
             "vectors": int(len(vectors)),
@@ -531,6 +539,11 @@ def _previous_tokens(root: Path) -> dict[str, list[str]]:
         return {}
 
 
+def _tokens_key(content_hash: str) -> str:
+    """tokens.json key: a case's tokens are reused only if its file, build_doc and the tokenizer are unchanged."""
+    return f"t{TOKENIZER_VERSION}.{DOC_VERSION}:{content_hash}"
+
+
 def _write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:
     from .lexical import build_retriever, save_retriever  # noqa: PLC0415
     from .tokenize import tokenize  # noqa: PLC0415
@@ -539,10 +552,11 @@ def _write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:
     tokens: dict[str, list[str]] = {}
     doc_tokens: list[list[str]] = []
     for doc in docs:
-        toks = previous.get(doc["content_hash"])
+        key = _tokens_key(doc["content_hash"])
+        toks = previous.get(key)
         if not isinstance(toks, list):
             toks = tokenize(doc["lexical"])
-        tokens[doc["content_hash"]] = toks
+        tokens[key] = toks
         doc_tokens.append(toks)
     (building / "tokens.json").write_text(json.dumps(tokens, ensure_ascii=False), encoding="utf-8")
     if docs:

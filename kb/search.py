@@ -45,6 +45,7 @@ class Weights:
     abstain_below: float = 0.30  # fused score of the top result; dev: out-of-scope <= 0.25, in-scope >= 0.33
     dense_floor: float = 0.20  # cosine that unrelated text reaches
     dense_ceiling: float = 0.80  # cosine of a near-verbatim match
+    dense_second: float = 0.30  # share of a case's second-best vector in its dense cosine
     context_weight: float = 0.2  # BM25 weight of the non-error lines and earlier turns
     bm25_saturation: float = 20.0  # BM25 of a query that clearly hits a case
     sig_base: float = 0.5  # fused score floor of a case whose signature matched
@@ -179,6 +180,32 @@ def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]
     return fused.astype(np.float32), parts
 
 
+def case_cosines(
+    q: np.ndarray, vectors: np.ndarray, row_case: np.ndarray, candidates: list[int], n: int, second: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each candidate case's dense cosine: its best vector, pulled toward its second best.
+
+    A case has ~11 vectors (title, summary, each symptom, each signature); with the best
+    one alone, a case wins on one lucky phrase, and cases with many short texts (light
+    entries) get many tries. `(1 - second) * best + second * next best` prefers a case
+    whose texts agree with the query twice. Rows are grouped by case (row_case sorted).
+    Returns (cosine per case, -1 for non-candidates; row of the best vector, -1 if none).
+    """
+    best = np.full(n, -1.0, dtype=np.float32)
+    best_row = np.full(n, -1, dtype=np.int64)
+    for case in candidates:
+        lo, hi = int(np.searchsorted(row_case, case)), int(np.searchsorted(row_case, case, side="right"))
+        if hi <= lo:
+            continue
+        sims = vectors[lo:hi] @ q
+        top = int(np.argmax(sims))
+        best_row[case] = lo + top
+        first = float(sims[top])
+        rest = np.delete(sims, top)
+        best[case] = first if not len(rest) else (1 - second) * first + second * float(rest.max())
+    return best, best_row
+
+
 class Engine:
     """Holds a loaded index and its scorers; thread-safe lazy loading of the dense model."""
 
@@ -234,23 +261,15 @@ class Engine:
     # ------------------------------------------------------------ scorers
 
     def _dense_scores(self, text: str) -> tuple[np.ndarray, np.ndarray]:
-        """Best cosine per case and the row of the best vector."""
+        """Dense cosine per case (see `case_cosines`) and the row of its best vector."""
         n = len(self.docs)
-        best = np.full(n, -1.0, dtype=np.float32)
-        best_row = np.full(n, -1, dtype=np.int64)
         q = self._encoder.encode_one(text)[None, :]
         index = self.index.faiss_index()
-        # Cases whose vectors are not among the nearest keep cosine -1 (dense part 0).
+        # The nearest vectors name the candidate cases; the others keep cosine -1 (dense part 0).
         k = int(min(index.ntotal, DENSE_NEIGHBOURS))
-        sims, rows = index.search(q, k)
-        for sim, row in zip(sims[0], rows[0]):
-            if row < 0:
-                continue
-            case = int(self.index.row_case[row])
-            if sim > best[case]:
-                best[case] = sim
-                best_row[case] = row
-        return best, best_row
+        _, rows = index.search(q, k)
+        candidates = sorted({int(self.index.row_case[r]) for r in rows[0] if r >= 0})
+        return case_cosines(q[0], self.index.vectors, self.index.row_case, candidates, n, self.weights.dense_second)
 
     def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> "RawScores":
         """Run the scorers; raw numbers, not yet normalised or fused."""

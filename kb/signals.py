@@ -43,6 +43,8 @@ TIMESTAMP_RES = [
     re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+"),  # glog: I1130 02:14:35.123456 12345
     re.compile(r"^[A-Z][a-z]{2} \d{1,2} \d{2}:\d{2}:\d{2}\s+"),  # syslog: Nov 30 02:14:35
     re.compile(r"^\[\d+\.\d+\]\s*"),  # dmesg: [12345.678901]
+    # vLLM's logger, after its level word: "ERROR 01-12 17:24:20 [core.py:769] msg" (older: "core.py:769] msg")
+    re.compile(r"^\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\[?[\w.\-]+\.py:\d+\]\s*"),
 ]
 LEVEL_PREFIX_RE = re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|\-]?\s+(?=\S)")
 RANK_PREFIX_RES = [
@@ -272,7 +274,9 @@ def extract(text: str) -> Signals:
         cleaned, kinds = clean_line(raw)
         if not cleaned.strip():
             continue
-        norm = normalise(cleaned.strip())
+        # A frame's file is what tells it apart ("File <path>, line <num>, in <module>" would
+        # fold a whole import chain into its first frame); ranks repeat frames verbatim anyway.
+        norm = cleaned.strip() if FRAME_RE.match(cleaned) else normalise(cleaned.strip())
         existing = by_norm.get(norm)
         if existing is not None:
             existing.count += 1

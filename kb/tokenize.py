@@ -7,13 +7,18 @@
 - pure numbers, hex and typed placeholders are dropped (they vary between runs);
 - CJK runs become single characters and overlapping bigrams, so Chinese is
   searchable without a segmenter;
-- a light suffix stripper folds plurals and -ing/-ed forms of plain words.
+- a light suffix stripper folds plurals and -ing/-ed forms of plain words;
+- hyphens and underscores inside an identifier are the same token, so a CLI
+  flag finds its config key (`--tensor-parallel-size` -> `tensor_parallel_size`).
 """
 
 from __future__ import annotations
 
 import re
 
+# Bump when tokens change: the index keeps each case's tokens and rebuilds its
+# BM25 matrices when this differs from the version it was built with.
+TOKENIZER_VERSION = 2
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[A-Za-z0-9_][A-Za-z0-9_.\-]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _CJK_RE = re.compile(rf"^[{_CJK}]+$")
@@ -64,7 +69,7 @@ def tokenize(text: str) -> list[str]:
         emitted: list[str] = []
         segments = [seg for seg in re.split(r"[.\-]+", tok) if seg]
         if len(segments) > 1:
-            emitted.append(low)
+            emitted.append(low.replace("-", "_"))
         for seg in segments:
             words = [w for w in seg.split("_") if w]
             if len(words) > 1:
@@ -107,6 +112,7 @@ def surface_map(text: str) -> dict[str, str]:
             continue
         low = tok.lower().strip(".-")
         out.setdefault(low, low)
+        out.setdefault(low.replace("-", "_"), low)
         for piece in re.split(r"[._\-]+", tok):
             for word in [piece, *piece.split("_"), *_CAMEL_RE.findall(piece)]:
                 if word:

@@ -141,3 +141,29 @@ def test_broken_model_leaves_lexical_search_working(tmp_path: Path) -> None:
     answer = eng.search("ModuleNotFoundError: No module named 'verl'")
     assert answer.results[0].id == "verl-module-not-found"
     assert any("dense search not used" in n for n in answer.notes)
+
+
+def test_index_of_an_older_tokenizer_or_document_builder_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
+    # No model: lexical only, so the test builds quickly. An index built with other
+    # tokens must not keep its BM25 matrices (or the cached tokens) once the tokenizer changes.
+    import kb.index as index_mod
+
+    no_model = tmp_path / "no-model"
+    no_model.mkdir()
+    team = tmp_path / "team"
+    write_case(team, "team-flag-case", "FlagError: bad value for tensor_parallel_size")
+    kwargs = dict(index_dir=tmp_path / "index", model_dir=no_model, progress=False, include_builtin=False)
+    first = open_index([team], **kwargs)
+    assert first.manifest["tokenizer_version"] == index_mod.TOKENIZER_VERSION
+    tokens = json.loads((first.generation / "tokens.json").read_text(encoding="utf-8"))
+    assert all(k.startswith(f"t{index_mod.TOKENIZER_VERSION}.{index_mod.DOC_VERSION}:") for k in tokens)
+    assert open_index([team], **kwargs).generation == first.generation  # nothing changed: reused
+    monkeypatch.setattr(index_mod, "TOKENIZER_VERSION", index_mod.TOKENIZER_VERSION + 1)
+    second = open_index([team], **kwargs)
+    assert second.generation != first.generation
+    tokens = json.loads((second.generation / "tokens.json").read_text(encoding="utf-8"))
+    assert all(k.startswith(f"t{index_mod.TOKENIZER_VERSION}.{index_mod.DOC_VERSION}:") for k in tokens)
+    assert "tensor_parallel_size" in Engine(second).lexical.vocab
+    monkeypatch.setattr(index_mod, "DOC_VERSION", index_mod.DOC_VERSION + 1)  # build_doc changed: same
+    third = open_index([team], **kwargs)
+    assert third.generation != second.generation and third.manifest["doc_version"] == index_mod.DOC_VERSION

@@ -174,6 +174,17 @@ def test_out_of_range_rows_rebuild_every_vector_not_zero(tiny, hash_dense) -> No
     assert np.array_equal(again.vectors, first.vectors)
 
 
+def test_rows_out_of_case_order_are_rebuilt(tiny, hash_dense) -> None:
+    team, index_dir = tiny
+    first = open_tiny(team, index_dir, dense=True)
+    rows = np.load(first.generation / "rows.npy")
+    np.save(first.generation / "rows.npy", rows[::-1].copy(), allow_pickle=False)  # in range, same counts, wrong order
+    again = open_tiny(team, index_dir, dense=True)
+    assert again.generation != first.generation
+    assert any("rows.npy is not in case order" in n for n in again.status.notes), again.status.notes
+    assert np.all(np.diff(again.row_case) >= 0) and again.status.vectors == total_texts(again)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_non_finite_vectors_are_found_and_only_their_case_embedded_again(tiny, hash_dense, bad: float) -> None:
     team, index_dir = tiny

@@ -147,3 +147,32 @@ def test_huge_paste_is_bounded_and_keeps_middle_errors() -> None:
 def test_binary_garbage_does_not_raise() -> None:
     data = bytes(range(256)).decode("latin-1") * 100
     extract(data)
+
+
+def test_frames_of_different_files_are_not_collapsed() -> None:
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "/root/code/diagnose.py", line 97, in <module>\n'
+        "    import verl\n"
+        '  File "/usr/lib/python3.10/site-packages/verl/__init__.py", line 22, in <module>\n'
+        "    from .protocol import DataProto\n"
+        '  File "/usr/lib/python3.10/site-packages/verl/protocol.py", line 27, in <module>\n'
+        "    import tensordict\n"
+        "ImportError: cannot import name 'MemoryMappedTensor' from 'tensordict'\n"
+    )
+    sig = extract(paste + paste.replace("/root/code", "/home/u"))  # the same chain from a second process
+    frames = [l.text for l in sig.lines if "frame" in l.kinds]
+    assert [f.split('"')[1].rsplit("/", 1)[-1] for f in frames] == ["diagnose.py", "__init__.py", "protocol.py", "diagnose.py"]
+    # the frame that failed (protocol.py) is read as an error line, next to the exception
+    assert any("protocol.py" in l.text for l in sig.error_lines)
+    exc = [l for l in sig.lines if "exception" in l.kinds]
+    assert len(exc) == 1 and exc[0].count == 2
+
+
+def test_vllm_log_prefix_is_cleaned_and_marks_an_error() -> None:
+    sig = extract(
+        "(EngineCore_0 pid=7121) ERROR 01-12 17:24:20 [core.py:769] Invocation of collective_rpc method failed\n"
+        "INFO 05-10 11:22:33 llm_engine.py:100] Initializing an LLM engine (v0.6.3) with config: model='Qwen'\n"
+    )
+    assert [l.text for l in sig.error_lines] == ["Invocation of collective_rpc method failed"]
+    assert sig.lines[1].text.startswith("Initializing an LLM engine") and not sig.lines[1].kinds

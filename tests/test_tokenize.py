@@ -64,3 +64,14 @@ def test_negated_errors_are_left_out_of_the_query() -> None:
     assert "error" not in tokenize(drop_negated("it hangs with no error at all"))
     # an error line keeps its words
     assert "error" in tokenize(drop_negated("RuntimeError: NCCL error in: ProcessGroupNCCL.cpp"))
+
+
+def test_cli_flag_and_config_key_are_one_token() -> None:
+    # vLLM's `--tensor-parallel-size` and verl's `tensor_parallel_size` name the same setting
+    flag = tokenize("vllm serve --tensor-parallel-size 16")
+    assert "tensor_parallel_size" in flag
+    assert "tensor_parallel_size" in tokenize("rollout.tensor_parallel_size=16")
+    assert {"tensor", "parallel", "size"} <= set(flag)  # the parts still match one by one
+    from kb.tokenize import display_terms
+
+    assert display_terms(["tensor_parallel_size"], "--gpu-memory-utilization --tensor-parallel-size 16") == ["tensor-parallel-size"]
