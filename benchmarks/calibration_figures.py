@@ -86,7 +86,7 @@ On the report sample {nl['queries']} rows name a case that is not loaded: declin
         pattern = re.compile(rf"(<!-- {name}:begin[^>]*-->\n)(.*?)(\n<!-- {name}:end -->)", re.S)
         if not pattern.search(text):
             sys.exit(f"{doc}: markers <!-- {name}:begin --> ... <!-- {name}:end --> not found")
-        text = pattern.sub(lambda mm: mm.group(1) + body + mm.group(3), text)
+        text = pattern.sub(lambda mm, body=body: mm.group(1) + body + mm.group(3), text)
     doc.write_text(text, encoding="utf-8")
     print(f"updated {doc} and the diagrams")
     return 0

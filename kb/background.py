@@ -54,7 +54,7 @@ GENERIC_WORDS = frozenset(
     raytaskerror rayactorerror actordiederror exceptions ray task actor worker system_error exit type died
     cuda out of memory the a an of to in is not for with on at by be was
     object has attribute has no unexpected invalid call last most recent file line
-    """.split()  # noqa: SIM905 - a word list reads better as text
+    """.split()
 )
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|\d+")
 
@@ -209,8 +209,8 @@ def _signature_line(case_path: Path, signature: str) -> int:
 
 def healthy_problems(cases: list[Case], folder: Path | None) -> list[Problem]:
     """`kb check` errors: each signature that matches a line of the healthy corpus, naming that line."""
-    from .casefile import Problem  # noqa: PLC0415
-    from .documents import build_doc  # noqa: PLC0415
+    from .casefile import Problem
+    from .documents import build_doc
 
     if folder is None:
         return []

@@ -17,9 +17,10 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class LoadedIndex:
 
     def lexical_index(self):  # -> LexicalIndex
         """BM25 saved with the generation; built from the documents if it is missing or unreadable."""
-        from .lexical import LexicalIndex, load_retriever  # noqa: PLC0415
+        from .lexical import LexicalIndex, load_retriever
 
         saved = self.generation / "bm25"
         if saved.is_dir():
@@ -79,13 +80,13 @@ class LoadedIndex:
                 retriever = load_retriever(saved)
                 if int(retriever.scores["num_docs"]) == len(self.docs):
                     return LexicalIndex(self.docs, retriever)
-            except Exception:  # noqa: BLE001 - a damaged BM25 folder costs a rebuild in memory, not an error
+            except Exception:
                 pass
         return LexicalIndex(self.docs)
 
     def faiss_index(self):  # -> faiss.Index
         if self._faiss is None:
-            import faiss  # noqa: PLC0415
+            import faiss
 
             faiss.omp_set_num_threads(1)  # one query: one thread is faster here
             saved = self.generation / "vectors.faiss"
@@ -355,7 +356,7 @@ def _previous_vectors(root: Path, weights_sha: str | None) -> dict[str, tuple[li
 
 
 def _progress(total: int, desc: str, enabled: bool | None):
-    from tqdm import tqdm  # noqa: PLC0415
+    from tqdm import tqdm
 
     show = sys.stderr.isatty() if enabled is None else enabled
     # mininterval + delay: the bar only appears when the work takes more than a moment
@@ -405,8 +406,8 @@ def _prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_t
     try:
         _clean_models(models)
         if _export_check(models, sha) is None:
-            from .model import export_onnx, torch_embeddings  # noqa: PLC0415 - torch, build time only
-            from .encoder import OnnxEncoder  # noqa: PLC0415
+            from .encoder import OnnxEncoder
+            from .model import export_onnx, torch_embeddings
 
             models.mkdir(parents=True, exist_ok=True)
             tmp = models / f".{sha}.{os.getpid()}.onnx.tmp"
@@ -419,7 +420,7 @@ def _prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_t
             if min_cos < MIN_EXPORT_COSINE:
                 tmp.unlink(missing_ok=True)
                 return {"enabled": False, "reason": f"ONNX export of {spec.path} differs from the model (min cosine {min_cos:.4f})"}, None
-            from .model import sha256_file  # noqa: PLC0415
+            from .model import sha256_file
 
             record = {
                 "weights_sha256": sha, "texts_checked": len(texts), "min_cosine": min_cos, "at": time.time(),
@@ -430,12 +431,12 @@ def _prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_t
             store.write_json(check_path, record)
         check = json.loads(check_path.read_text(encoding="utf-8"))
         info["export_min_cosine"] = check.get("min_cosine")
-        from .encoder import OnnxEncoder  # noqa: PLC0415
+        from .encoder import OnnxEncoder
 
         return info, OnnxEncoder(onnx_path, spec.path / "tokenizer.json", threads=2)
     except ImportError as exc:
         return {"enabled": False, "reason": f"cannot export the model to ONNX: {exc} (install torch and sentence-transformers)"}, None
-    except Exception as exc:  # noqa: BLE001 - any model failure must leave lexical search working
+    except Exception as exc:
         return {"enabled": False, "reason": f"model {spec.path} unusable: {type(exc).__name__}: {exc}"}, None
 
 
@@ -518,7 +519,7 @@ def _update(
         (building / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")
         gen = store.commit_generation(root, building)
     except BaseException:
-        import shutil  # noqa: PLC0415
+        import shutil
 
         shutil.rmtree(building, ignore_errors=True)
         raise
@@ -545,8 +546,8 @@ def _tokens_key(content_hash: str) -> str:
 
 
 def _write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:
-    from .lexical import build_retriever, save_retriever  # noqa: PLC0415
-    from .tokenize import tokenize  # noqa: PLC0415
+    from .lexical import build_retriever, save_retriever
+    from .tokenize import tokenize
 
     previous = _previous_tokens(root)
     tokens: dict[str, list[str]] = {}
@@ -564,7 +565,7 @@ def _write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:
 
 
 def _write_approximate(path: Path, vectors: np.ndarray) -> None:
-    import faiss  # noqa: PLC0415
+    import faiss
 
     index = faiss.IndexHNSWFlat(vectors.shape[1], 32, faiss.METRIC_INNER_PRODUCT)
     index.hnsw.efConstruction = 80

@@ -21,7 +21,7 @@ B = 0.75
 
 
 def build_retriever(doc_tokens: list[list[str]]) -> Any:
-    import bm25s  # noqa: PLC0415 - sparse-matrix BM25, fast to build and query
+    import bm25s
 
     retriever = bm25s.BM25(k1=K1, b=B)
     if doc_tokens:
@@ -34,7 +34,7 @@ def save_retriever(retriever: Any, folder: Path) -> None:
 
 
 def load_retriever(folder: Path) -> Any:
-    import bm25s  # noqa: PLC0415
+    import bm25s
 
     return bm25s.BM25.load(str(folder), show_progress=False, mmap=False)
 

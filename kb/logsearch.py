@@ -161,8 +161,8 @@ def analyse_files(root: Path, baseline: str | None = None, baseline_path: str = 
     return _analyse(lines, baseline, baseline_path, names)
 
 
-def search_text(engine: "Engine", text: str, k: int = 5, use: tuple[str, ...] | None = None, context: str = "",
-                baseline: str | None = None, baseline_path: str = "") -> "Answer":
+def search_text(engine: Engine, text: str, k: int = 5, use: tuple[str, ...] | None = None, context: str = "",
+                baseline: str | None = None, baseline_path: str = "") -> Answer:
     """What the app and `kb search` do with a paste: a log goes through the log reader, a short query is searched as typed.
 
     `baseline` (a good run's text) sets aside the lines it also printed, as `kb search --baseline` does."""
@@ -174,8 +174,8 @@ def search_text(engine: "Engine", text: str, k: int = 5, use: tuple[str, ...] | 
     return answer
 
 
-def search_analysis(engine: "Engine", analysis: LogAnalysis, k: int = 5, use: tuple[str, ...] | None = None,
-                    fallback_text: str = "", context: str = "") -> "Answer":
+def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tuple[str, ...] | None = None,
+                    fallback_text: str = "", context: str = "") -> Answer:
     """Rank cases for the analysed log; stage-contradicting cases go below the others."""
     kwargs: dict[str, Any] = {"k": k + 5}
     if use is not None:

@@ -19,15 +19,18 @@ from typing import Any
 
 import numpy as np
 
+from .confidence import Evidence, Model, ModelFileError, load_model
 from .documents import CaseDoc
-from .provenance import Origin, OriginMap
 from .index import LoadedIndex, open_index
+from .provenance import Origin, OriginMap
 from .signals import Signals, extract
 from .signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
-from .tokenize import display_terms, drop_negated
+
 # --- calibration (issue 13): stack detection, weak signatures, fitted confidence
-from .stack import StackVerdict, detect as detect_stack
-from .confidence import Evidence, Model, ModelFileError, load_model
+from .stack import StackVerdict
+from .stack import detect as detect_stack
+from .tokenize import display_terms, drop_negated
+
 # --- end calibration
 
 SCORERS = ("signature", "lexical", "dense")
@@ -225,7 +228,7 @@ class Engine:
         self.origins = OriginMap.current()  # replaced by open() with the folders the index was built from
 
     @classmethod
-    def open(cls, extra_dirs: list[Path] | None = None, **kwargs: Any) -> "Engine":
+    def open(cls, extra_dirs: list[Path] | None = None, **kwargs: Any) -> Engine:
         weights = kwargs.pop("weights", DEFAULT_WEIGHTS)
         engine = cls(open_index(extra_dirs, **kwargs), weights)
         engine.origins = OriginMap.current(extra_dirs, kwargs.get("include_builtin", True))
@@ -250,11 +253,11 @@ class Engine:
         with self._lock:
             if self._encoder is None and not self._encoder_error:
                 try:
-                    from .encoder import OnnxEncoder  # noqa: PLC0415
+                    from .encoder import OnnxEncoder
 
                     self._encoder = OnnxEncoder(self.index.onnx_path(), self.index.tokenizer_path(), threads=1)
                     self.index.faiss_index()
-                except Exception as exc:  # noqa: BLE001 - lexical search must go on
+                except Exception as exc:
                     self._encoder_error = f"dense model failed to load: {type(exc).__name__}: {exc}"
         return self._encoder is not None
 
@@ -271,7 +274,7 @@ class Engine:
         candidates = sorted({int(self.index.row_case[r]) for r in rows[0] if r >= 0})
         return case_cosines(q[0], self.index.vectors, self.index.row_case, candidates, n, self.weights.dense_second)
 
-    def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> "RawScores":
+    def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> RawScores:
         """Run the scorers; raw numbers, not yet normalised or fused."""
         signals = extract(text)
         focus = drop_negated(signals.focus_text)
@@ -375,17 +378,17 @@ class Engine:
     def weak_signatures(self) -> dict[tuple[str, str], str]:
         """(case id, signature) -> why it is weak evidence; computed once per engine."""
         if self._weak is None:
-            from .background import cached_weak_signatures  # noqa: PLC0415
+            from .background import cached_weak_signatures
 
             self._weak = cached_weak_signatures(self.docs, self.index.generation, WEAK_CROSS_CHECK_MAX_CASES)
         return self._weak
 
-    def _demote_harmless(self, raw: "RawScores", fused: np.ndarray) -> None:
+    def _demote_harmless(self, raw: RawScores, fused: np.ndarray) -> None:
         """A case about a benign message (tag `harmless`) ranks below any case whose signature
         explains another line of the paste: the warning is not the failure."""
         if not raw.hits:
             return
-        from .background import is_harmless  # noqa: PLC0415
+        from .background import is_harmless
 
         harmless = [self._position[c] for c in raw.hits if is_harmless(self.docs[self._position[c]])]
         real = [self._position[c] for c in raw.hits if not is_harmless(self.docs[self._position[c]])]
@@ -403,7 +406,7 @@ class Engine:
                 self._model_error = f"confidence model unusable, falling back to score bands: {exc}"
         return self._model
 
-    def _evidence(self, raw: "RawScores", fused: np.ndarray, parts: dict[str, np.ndarray], order: np.ndarray, stack: StackVerdict) -> Evidence:
+    def _evidence(self, raw: RawScores, fused: np.ndarray, parts: dict[str, np.ndarray], order: np.ndarray, stack: StackVerdict) -> Evidence:
         i = int(order[0])
         second = float(fused[int(order[1])]) if len(order) > 1 else 0.0
         sig = parts.get("signature")

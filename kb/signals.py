@@ -134,7 +134,7 @@ def decode_bytes(data: bytes) -> str:
     return data.decode("utf-8", errors="replace").replace("\x00", "")
 
 
-def read_log(source: "str | os.PathLike[str] | BinaryIO") -> str:
+def read_log(source: str | os.PathLike[str] | BinaryIO) -> str:
     """A log file (or a binary stream such as stdin) as text, capped at MAX_INPUT_BYTES. Raises OSError."""
     if hasattr(source, "read"):
         return decode_bytes(source.read(MAX_INPUT_BYTES))  # type: ignore[union-attr]

@@ -82,9 +82,9 @@ def _specificity(sig_text: str) -> float:
 
 def _sre():  # the regex parser module; its constants come with it on 3.10 and 3.11+
     try:
-        import re._parser as sre_parse  # noqa: PLC0415 - Python 3.11+
+        import re._parser as sre_parse
     except ImportError:  # pragma: no cover - Python 3.10
-        import sre_parse  # type: ignore[no-redef]  # noqa: PLC0415
+        import sre_parse  # type: ignore[no-redef]
     return sre_parse
 
 
@@ -95,13 +95,13 @@ def _parse(pattern: str):  # -> sre parse tree or None
         return None
 
 
-def _literal_runs(tree) -> list[str]:  # noqa: ANN001
+def _literal_runs(tree) -> list[str]:
     """Literal runs every match must contain, read from the top level of the pattern.
 
     Conservative: groups, alternations, classes and optional items end a run;
     `x+` keeps its first `x`. Returns [] when nothing is certain.
     """
-    from re._constants import LITERAL, MAX_REPEAT, MIN_REPEAT, POSSESSIVE_REPEAT  # noqa: PLC0415
+    from re._constants import LITERAL, MAX_REPEAT, MIN_REPEAT, POSSESSIVE_REPEAT
 
     runs: list[str] = []
     cur: list[str] = []
@@ -133,7 +133,7 @@ def required_literal(pattern: str) -> str:
         return ""
     try:
         runs = _literal_runs(tree)
-    except Exception:  # noqa: BLE001 - an optimisation only
+    except Exception:
         return ""
     best = max(runs, key=len, default="")
     if len(best) < 3 or not best.isascii():
@@ -141,7 +141,7 @@ def required_literal(pattern: str) -> str:
     return best.casefold()
 
 
-def _nested_repeat(tree, inside: bool = False) -> bool:  # noqa: ANN001
+def _nested_repeat(tree, inside: bool = False) -> bool:
     sre = _sre()
     BRANCH, SUBPATTERN, ASSERT, ASSERT_NOT, MAXREPEAT = sre.BRANCH, sre.SUBPATTERN, sre.ASSERT, sre.ASSERT_NOT, sre.MAXREPEAT
     repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT} | ({sre.POSSESSIVE_REPEAT} if hasattr(sre, "POSSESSIVE_REPEAT") else set())
@@ -208,7 +208,7 @@ def regex_risk(pattern: str) -> str | None:
         return "is nested too deeply"
     try:
         rx = _rx.compile(pattern, _rx.I)
-    except Exception:  # noqa: BLE001
+    except Exception:
         return None
     for probe in _probes(pattern):
         t0 = time.perf_counter()
@@ -338,7 +338,7 @@ class SignatureMatcher:
         if rx is None:
             try:
                 rx = comp.compiled = _rx.compile(comp.regex, _rx.I)  # type: ignore[arg-type]
-            except Exception:  # noqa: BLE001 - kb check reports it; search skips it
+            except Exception:
                 comp.regex = None
                 return None
         deadline = time.monotonic() + REGEX_TIMEOUT_S * 4  # for the whole paste, not per line

@@ -176,7 +176,7 @@ async def test_status_line_spins_while_a_search_runs(engine: Engine) -> None:
         assert "searching" not in str(status.render())
         real_wait = app.wait_engine
 
-        def slow_wait(cancelled):  # noqa: ANN001, ANN202 - hold the search until the test has looked
+        def slow_wait(cancelled):
             release.wait(15)
             return real_wait(cancelled)
 
@@ -385,7 +385,7 @@ async def test_confirm_no_runs_nothing(engine: Engine, write_case) -> None:
         assert case_screen.results == [] and app.chat.conv.checks == []
 
 
-async def test_dialog_says_which_checks_will_be_skipped_before_run(engine: Engine, write_case) -> None:  # noqa: ANN001
+async def test_dialog_says_which_checks_will_be_skipped_before_run(engine: Engine, write_case) -> None:
     """A check whose needs are missing is said to be skipped in the dialog, before the user confirms (issue 14)."""
     folder = write_case("kbtest-needs", [
         ("bash {name=needs-a-missing-tool timeout=10 needs=cmd:kb-no-such-tool-xyz}", "kb-no-such-tool-xyz --version"),

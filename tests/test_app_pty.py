@@ -78,7 +78,7 @@ def test_typing_while_a_card_has_focus_goes_to_the_prompt(terminal) -> None:
     assert screen.count("only on two nodes") == 1
 
 
-def test_quitting_while_a_check_runs_kills_it_and_exits_promptly(terminal, write_case) -> None:  # noqa: ANN001
+def test_quitting_while_a_check_runs_kills_it_and_exits_promptly(terminal, write_case) -> None:
     """ctrl+q with a check running: the check's processes are killed and the app is gone soon after (issue 14)."""
     folder = write_case("kbtest-sleeper", [("bash {name=sleeps timeout=120}", 'sleep 60 &\necho "sleeper $!"\nwait')])
     term = terminal(160, 45, "--cases", str(folder))

@@ -14,8 +14,9 @@ import argparse
 import os
 import sys
 import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 from rich.text import Text
 from textual import work
@@ -178,7 +179,7 @@ class KbApp(App[int]):
                 self.case_dirs or None, index_dir=self.index_dir, model_dir=self.model_dir, dense=self.use_dense
             )
             caseset = self.caseset or load_cases(self.case_dirs or None)
-        except Exception as exc:  # noqa: BLE001 - shown in the status line; the app stays open
+        except Exception as exc:
             self.post_message(EngineFailed(f"{type(exc).__name__}: {exc}"))
             return
         self.post_message(EngineReady(engine, caseset))
@@ -240,7 +241,7 @@ class KbApp(App[int]):
 
     # ------------------------------------------------------------ cases and checks
 
-    def find_case(self, case_id: str):  # noqa: ANN201
+    def find_case(self, case_id: str):
         if self.caseset is not None:
             case = self.caseset.get(case_id)
             if case is not None:

@@ -47,6 +47,6 @@ def start_new_case(text: str, engine: Any = None) -> NewCaseOutcome:
                 log_path,
             )
         path = newcase.write_draft(draft, folder)
-    except Exception as exc:  # noqa: BLE001 - the app must keep running; the paste is safe on disk
+    except Exception as exc:
         return NewCaseOutcome(f"Could not draft a case: {exc}. The paste is saved to {log_path}; try: kb new --from-log {log_path}", log_path)
     return NewCaseOutcome(f"New case drafted: {path}. Edit it, then run: kb check --cases {folder}", log_path, path)

@@ -6,7 +6,8 @@ them): `KbApp` implements it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from kb.search import Engine

@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..background import default_healthy_dir, healthy_problems, weak_signatures  # noqa: PLC0415
+    from ..background import default_healthy_dir, healthy_problems, weak_signatures
 
     caseset = load_cases(args.cases, include_builtin=not args.only)
     problems = validate(caseset)
@@ -42,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
     notes = [p for p in problems if p.severity == "note"]
     weak: dict[tuple[str, str], str] = {}
     if args.weak:
-        from ..background import cross_case_findings  # noqa: PLC0415
-        from ..documents import build_doc  # noqa: PLC0415
-        from ..evaluate import EvalFileError, load_queries  # noqa: PLC0415
+        from ..background import cross_case_findings
+        from ..documents import build_doc
+        from ..evaluate import EvalFileError, load_queries
 
         docs = [build_doc(c) for c in caseset.cases]
         weak = weak_signatures(docs)

@@ -35,8 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.logs is not None:
         return run_logs(args)
-    from ..evaluate import EvalFileError, evaluate, format_report, load_queries, outcomes  # noqa: PLC0415
-    from ..search import Engine  # noqa: PLC0415
+    from ..evaluate import EvalFileError, evaluate, format_report, load_queries, outcomes
+    from ..search import Engine
 
     if not args.file:
         raise UsageError("give at least one FILE.jsonl")
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     report = evaluate(engine, queries)
     report["calibration"]["labels_to_check"] = _stale_labels(args, queries)
     if args.diagram:
-        from ..calibration import diagram_svg  # noqa: PLC0415
+        from ..calibration import diagram_svg
 
         title = "kb reliability: " + ", ".join(f.name for f in args.file)
         try:
@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from ..evaluate_logs import LogEvalError, evaluate_logs, format_log_report, load_set  # noqa: PLC0415
-    from ..search import Engine  # noqa: PLC0415
+    from ..evaluate_logs import LogEvalError, evaluate_logs, format_log_report, load_set
+    from ..search import Engine
 
     if args.file:
         raise UsageError("give either FILE.jsonl or --logs [DIR], not both")
@@ -88,20 +88,20 @@ def run_logs(args: argparse.Namespace) -> int:
 
 def _stale_labels(args: argparse.Namespace, queries) -> list:  # type: ignore[no-untyped-def]
     """Rows labelled [] whose thread a loaded case cites (see calibration.stale_no_case_labels)."""
-    from ..calibration import stale_no_case_labels  # noqa: PLC0415
-    from ..caseset import load_cases  # noqa: PLC0415
+    from ..calibration import stale_no_case_labels
+    from ..caseset import load_cases
 
     caseset = load_cases(args.cases)
     return stale_no_case_labels(queries, {c.id: list(c.sources) for c in caseset.cases})
 
 
 def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: ignore[no-untyped-def]
-    from ..calibration import fit, format_fit  # noqa: PLC0415
-    from ..confidence import MODEL_PATH  # noqa: PLC0415
+    from ..calibration import fit, format_fit
+    from ..confidence import MODEL_PATH
 
     stale = _stale_labels(args, queries)
     if stale:
-        import sys  # noqa: PLC0415
+        import sys
 
         sys.stderr.write(f"kb: warning: {len(stale)} in-scope row(s) labelled [] come from a thread a loaded case cites; "
                          "a stale [] counts a right answer as wrong in the fit: "

@@ -13,8 +13,8 @@ import argparse
 import difflib
 import os
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import TextIO
 
 from ..casefile import Case, Check

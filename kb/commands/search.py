@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UsageError("-k must be at least 1")
-    from ..logsearch import LogInputError, analyse_files, analyse_text, is_log  # noqa: PLC0415
+    from ..logsearch import LogInputError, analyse_files, analyse_text, is_log
 
     baseline = read_log_arg(args.baseline) if args.baseline is not None else None
     base_name = str(args.baseline) if args.baseline is not None else ""
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         query = read_query(args.text, args.file)
         analysis = analyse_text(query, baseline, base_name)
-    from ..search import SCORERS, Engine  # noqa: PLC0415
+    from ..search import SCORERS, Engine
 
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
     use: tuple[str, ...] = SCORERS
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         engine.load_dense()
     else:
         use = ("signature", "lexical")
-    from ..logsearch import search_analysis  # noqa: PLC0415
+    from ..logsearch import search_analysis
 
     if args.logs is not None or baseline is not None or is_log(query):
         answer = search_analysis(engine, analysis, k=args.k, use=use, fallback_text=query)

@@ -30,7 +30,7 @@ class AskScreen(ModalScreen[str | None]):
     def on_mount(self) -> None:
         self.query_one(Button).focus()
 
-    def on_key(self, event) -> None:  # noqa: ANN001 - textual.events.Key
+    def on_key(self, event) -> None:
         for key, _ in self.answers:
             if event.key == key:
                 event.stop()

@@ -373,5 +373,5 @@ class ChatScreen(Screen[None]):
             return
         self.kb.start_new_case(turn.text)
 
-    def add_check(self, case_title: str, result) -> None:  # noqa: ANN001
+    def add_check(self, case_title: str, result) -> None:
         self.query_one(Transcript).add_check(case_title, result)

@@ -93,7 +93,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
                         default = visible(f" (default {param.default})") if param and param.default is not None else " (required)"
                         yield Label(Text.assemble((name, "bold"), f"{default}: {desc}"), classes="param-label")
                         yield Input(value=self.values.get(name, ""), placeholder=name, id=f"param-{name}", classes="param")
-                for i, check in enumerate(self.checks):
+                for i in range(len(self.checks)):
                     yield Static(id=f"plan-head-{i}", classes="plan-head")
                     yield Static(id=f"plan-code-{i}", classes="plan-code")
             yield Static(id="dialog-missing")
@@ -126,7 +126,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
         for i in list(self.unmet):
             try:
                 reason = unmet_needs(self.checks[i].needs, python)
-            except Exception as exc:  # noqa: BLE001 - detection failing must not break the dialog; the run decides
+            except Exception as exc:
                 reason = f"could not check its needs: {exc}"
             self.app.call_from_thread(self._needs_known, i, reason)
 

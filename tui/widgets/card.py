@@ -87,13 +87,13 @@ class CaseCard(Static, can_focus=True):
     ]
 
     class Selected(Message):
-        def __init__(self, card: "CaseCard", result: Result) -> None:
+        def __init__(self, card: CaseCard, result: Result) -> None:
             super().__init__()
             self.card = card
             self.result = result
 
         @property
-        def control(self) -> "CaseCard":
+        def control(self) -> CaseCard:
             return self.card
 
     def __init__(self, rank: int, result: Result) -> None:

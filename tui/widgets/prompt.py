@@ -73,14 +73,14 @@ class PromptArea(TextArea):
     class Submitted(Message):
         """The user pressed Enter: `text` may hold attachment tokens."""
 
-        def __init__(self, prompt: "PromptArea", text: str, attachments: dict[str, Attachment]) -> None:
+        def __init__(self, prompt: PromptArea, text: str, attachments: dict[str, Attachment]) -> None:
             super().__init__()
             self.prompt = prompt
             self.text = text
             self.attachments = attachments
 
         @property
-        def control(self) -> "PromptArea":
+        def control(self) -> PromptArea:
             return self.prompt
 
     def __init__(self, **kwargs: object) -> None:

@@ -45,7 +45,7 @@ class AnswerView(Vertical):
         super().__init__(classes="answer")
         self.turn = turn
 
-    def compose(self):  # noqa: ANN201
+    def compose(self):
         yield Static(Text("searching…", style="italic"), classes="pending")
 
     def show_answer(self, answer: Answer, reranked: bool = False, followup: int = 0, dense_pending: bool = False) -> None:
