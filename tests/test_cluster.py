@@ -206,6 +206,18 @@ def _processes_with_env(entry: str) -> list[str]:
     return found
 
 
+def _pids_with_env(*entries: str) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            env = (proc / "environ").read_bytes().split(b"\0") if proc.name.isdigit() else []
+        except OSError:
+            continue
+        if env and all(e.encode() in env for e in entries):
+            pids.append(int(proc.name))
+    return pids
+
+
 @contextlib.contextmanager
 def local_cluster(workers: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, list[Any]]]:
     """A head node plus one worker node per env dict (the raylet's env_vars); shut down whatever happens."""
@@ -330,9 +342,13 @@ def test_a_killed_node_is_unreachable_a_hanging_check_is_cut_and_kb_is_shipped_w
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            # The killed node's check had no kb left to stop it (on a real node it dies with the host).
-            with contextlib.suppress(OSError, ValueError):
-                os.killpg(int((marks / "started-victim").read_text().strip()), signal.SIGKILL)
+            # The killed node's check had no kb left to stop it (on a real node it dies with the host):
+            # end every process of the victim node's check (by its environment; the check's shell
+            # is not its group leader under kb's supervisor).
+            for pid in _pids_with_env(f"KB_TEST_MARKS={marks}", "KB_TEST_NODE=victim"):
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.5)
         elapsed = time.monotonic() - start
     # The checks cut at the node's deadline were killed with their process group: none is left running.
     assert _processes_with_env(f"KB_TEST_MARKS={marks}") == []

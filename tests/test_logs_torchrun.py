@@ -49,7 +49,9 @@ def test_attribute_error_on_one_rank_at_step_4() -> None:
     cons = " | ".join(f"{l.text} <{l.why}>" for l in a.reduction.consequences)
     assert "Connection closed by peer" in cons and "a peer lost its connection" in cons
     assert "closing signal SIGTERM" in cons and "ChildFailedError" in cons
-    assert (a.stage.name, a.stage.step) == ("step", 4)
+    # the stage is the last step the log shows: step 4's own line may not be flushed
+    # before rank 1 dies (a race between the ranks' stdout), then the log shows step 3
+    assert a.stage.name == "step" and a.stage.step in (3, 4)
 
 
 def test_mismatched_sizes_keep_the_cpp_abort_lines() -> None:
