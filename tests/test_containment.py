@@ -23,7 +23,8 @@ from kb import contain
 from kb.caseset import load_cases
 from kb.runner import INCONCLUSIVE, RULED_OUT, run_check
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+# real processes that must be killed at a 2 s timeout: the slow lane
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"), pytest.mark.slow]
 
 
 def _tag() -> str:

@@ -97,6 +97,7 @@ def test_prefiltered_matcher_equals_trying_every_signature(builtin_docs, data) -
     assert {k: {h.signature for h in v} for k, v in got.items()} == _brute_force(builtin_docs, lines)
 
 
+@pytest.mark.slow  # generates matches for every regex signature of all built-in entries (~15 s)
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_required_literal_is_in_every_match(data) -> None:
