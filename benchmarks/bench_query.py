@@ -109,7 +109,10 @@ def main() -> None:
     if not args.skip_build:
         results["index_build"] = build()
     print(json.dumps(results, indent=2, ensure_ascii=False))
-    (ROOT / "benchmarks" / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    out = ROOT / "benchmarks" / "results.json"
+    # other benchmarks (bench_app.py's "app") keep their sections
+    merged = {**(json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}), **results}
+    out.write_text(json.dumps(merged, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
