@@ -351,7 +351,10 @@ class Engine:
         nearest = results[:3] if abstained else []
         question = "" if not abstained or stack.foreign or signals.error_lines else DECLINE_QUESTION
         # --- end calibration
-        searched = [l.text.strip() for l in signals.error_lines][:12] or [signals.focus_text.strip()[:300]]
+        # one entry per line: views show them as lines (a joined block showed its newlines escaped)
+        searched = [l.text.strip() for l in signals.error_lines][:12] or [
+            line.strip() for line in signals.focus_text.strip()[:300].splitlines() if line.strip()
+        ][:12]
         notes = list(self.index.status.notes)
         if stack.foreign:
             notes.append(f"this looks like {stack.label} output, not verl's stack (saw: {stack.evidence[:120]}); kb's cases do not cover it")

@@ -110,3 +110,9 @@ def test_kb_show_and_unknown_id() -> None:
     assert res.returncode == 0 and "## Verify" in res.stdout
     res = cli("show", "nccl-unhandled-system-eror")
     assert res.returncode == 2 and "did you mean nccl-unhandled-system-error" in res.stderr
+
+
+def test_searched_for_is_one_line_per_entry(engine) -> None:
+    # a paste without error lines falls back to its text: still one line per entry
+    answer = engine.search("training hangs\nafter the first step\nGPU util 0")
+    assert answer.searched_for and all("\n" not in line for line in answer.searched_for)
