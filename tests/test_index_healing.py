@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from casefiles import write_simple_cases
 
 import kb.index
 from kb.errors import UsageError
@@ -26,32 +27,6 @@ from kb.index import open_index
 from kb.search import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
-
-CASE = """---
-id: {id}
-title: {title}
-category: config
-signatures: ["{sig}"]
-symptoms: [{symptom}]
-sources: [tests]
----
-
-# {title}
-
-## Symptoms
-x
-
-## Causes
-x
-
-## Fix
-x
-
-## Verify
-```bash {{name=ok timeout=5}}
-exit 0
-```
-"""
 
 TINY = {
     "tiny-widget": ("WidgetError: the frobnicator overheated", "The frobnicator overheats", "training stops when the widget gets hot"),
@@ -61,10 +36,7 @@ TINY = {
 
 
 def write_cases(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for cid, (sig, title, symptom) in TINY.items():
-        (folder / f"{cid}.md").write_text(CASE.format(id=cid, title=title, sig=sig, symptom=symptom), encoding="utf-8")
-    return folder
+    return write_simple_cases(folder, TINY)
 
 
 class HashEncoder:

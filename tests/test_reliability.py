@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from casefiles import write_simple_cases
 
 from kb import store
 from kb.index import open_index
@@ -23,32 +24,6 @@ from kb.search import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-
-CASE = """---
-id: {id}
-title: {title}
-category: config
-signatures: ["{sig}"]
-symptoms: [{symptom}]
-sources: [tests]
----
-
-# {title}
-
-## Symptoms
-x
-
-## Causes
-x
-
-## Fix
-x
-
-## Verify
-```bash {{name=ok timeout=5}}
-exit 0
-```
-"""
 
 TEAM = {
     "team-widget-crash": ("WidgetError: the frobnicator overheated", "The frobnicator overheats", "training stops when the widget gets hot"),
@@ -67,10 +42,7 @@ print(idx.generation.name, idx.status.dense, idx.status.dense_reason)
 
 
 def make_team(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for cid, (sig, title, symptom) in TEAM.items():
-        (folder / f"{cid}.md").write_text(CASE.format(id=cid, title=title, sig=sig, symptom=symptom), encoding="utf-8")
-    return folder
+    return write_simple_cases(folder, TEAM)
 
 
 @pytest.fixture

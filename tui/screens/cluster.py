@@ -24,6 +24,7 @@ from kb.cluster_report import (
     format_cluster_report,
     load_cluster_report,
 )
+from kb.safe_text import visible
 
 
 class ClusterScreen(Screen[None]):
@@ -62,10 +63,10 @@ class ClusterScreen(Screen[None]):
         try:
             report = load_cluster_report(path)
         except BadClusterReport as exc:
-            status.update(Text(str(exc)))  # Text, so markup-like characters in a path show as typed
+            status.update(Text(visible(str(exc))))  # Text, so markup-like characters in a path show as typed
             return
         nodes, unreachable, diffs = report["nodes"], report["unreachable"], report["differences"]
-        status.update(Text(f"{path}: {len(nodes)} node(s) answered, {len(unreachable)} unreachable, {len(diffs)} difference(s)"))
+        status.update(Text(visible(f"{path}: {len(nodes)} node(s) answered, {len(unreachable)} unreachable, {len(diffs)} difference(s)")))
         self.query_one("#cluster-body", Static).update(Text(format_cluster_report(report)))
         self.query_one("#cluster-scroll", VerticalScroll).focus()
 
