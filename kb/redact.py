@@ -30,7 +30,7 @@ Replaced with typed placeholders:
 
 Host and user names learnt from one place (an NCCL prefix, a home folder) are
 replaced wherever else they occur in the same text. `Redactor.spans` gives the
-positions instead of the replaced text (kb.newcase uses them to keep secrets
+positions instead of the replaced text (kb.draft_signatures uses them to keep secrets
 out of signatures). Patterns are linear and the text is processed once per
 pattern, so a long excerpt costs little.
 """
