@@ -1,6 +1,7 @@
 """The variable parts of a log line (ids, times, addresses, paths, numbers): one table of patterns.
 
-Every module that recognises such a token takes its pattern from here:
+Every module that masks, generalises or finds such a token takes its pattern
+from here:
 
 - `normalise` (used by signals, logreduce, baseline) masks them with typed
   placeholders (`<uuid>`, `<time>`, `<ip>`, `<path>`, `<num>`, ...), in the
@@ -12,7 +13,9 @@ Every module that recognises such a token takes its pattern from here:
 
 Where one user needs a token drawn differently, the variant sits next to the
 shared pattern with the reason. Patterns are sources (`str`), compiled by
-their users, and all are linear.
+their users. Not here: anchored line-prefix cleaners
+(signals' timestamp and rank prefixes) and parsers that read a value out
+(ranks' clock times); they describe a line's layout, not a token.
 """
 
 from __future__ import annotations
