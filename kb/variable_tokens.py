@@ -13,9 +13,9 @@ from here:
 
 Where one user needs a token drawn differently, the variant sits next to the
 shared pattern with the reason. Patterns are sources (`str`), compiled by
-their users. Not here: anchored line-prefix cleaners
-(signals' timestamp and rank prefixes) and parsers that read a value out
-(ranks' clock times); they describe a line's layout, not a token.
+their users. Not here: anchored line-prefix cleaners (signals' timestamp and
+rank prefixes) and parsers that read a value out (ranks' clock times); they
+describe a line's layout, not a token.
 """
 
 from __future__ import annotations
