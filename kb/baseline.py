@@ -1,6 +1,6 @@
 """A good run as baseline: lines whose template also occurs in it are set aside.
 
-A template is the cleaned line with variable tokens masked (signals.normalise:
+A template is the cleaned line with variable tokens masked (variable_tokens.normalise:
 numbers, hex, paths, times, ips, ranks); rank prefixes, pids and timestamps are
 already gone after cleaning. A line of the failing log whose template the good
 run also printed is not evidence of the failure.
@@ -11,15 +11,17 @@ from __future__ import annotations
 import re
 
 from .logreduce import LogLine
-from .signals import clean_line, normalise
+from .signals import clean_line
+from .variable_tokens import RUN_COUNTER, normalise
 
 MAX_TEMPLATES = 500_000
+_RUN_COUNTER_RE = re.compile(RUN_COUNTER)
 
 
 def template(cleaned: str) -> str:
     norm = normalise(cleaned.strip())
     # ranks and step counters vary between the good and the bad run
-    norm = re.sub(r"\b(?:rank|Rank|step|epoch|Epoch)\s*[:=]?\s*<num>(?:\s*/\s*<num>)?", "<k>", norm)
+    norm = _RUN_COUNTER_RE.sub("<k>", norm)
     return re.sub(r"\s+", " ", norm)
 
 

@@ -6,10 +6,14 @@
 - a key given twice in one mapping is an error naming its line (YAML loaders
   silently keep the last value, so a reviewer would read the first);
 - the document is composed once (libyaml when present), checked, then built.
+
+`yaml_quote` is the other way: a string as a scalar that kb new writes into
+a front matter.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -95,3 +99,8 @@ def load_front_matter(text: str) -> Any:
         raise FrontMatterError(mark.line if mark is not None else 0, f"bad YAML in front matter: {problem}") from None
     except RecursionError:
         raise FrontMatterError(0, "bad YAML in front matter: nested too deeply") from None
+
+
+def yaml_quote(text: str) -> str:
+    """A YAML double-quoted scalar (JSON strings are valid YAML)."""
+    return json.dumps(text, ensure_ascii=False)

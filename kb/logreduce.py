@@ -24,7 +24,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .signals import EMBEDDED_EXC_RE, EXCEPTION_RE, MAX_LINE_CHARS, MAX_SCAN_CHARS, _cap, clean_line, normalise
+from .signals import EMBEDDED_EXC_RE, EXCEPTION_RE, MAX_LINE_CHARS, MAX_SCAN_CHARS, _cap, clean_line
+from .variable_tokens import RANK_ID, normalise
 
 MAX_LOG_LINES = 200_000  # a longer log keeps its head and tail (signals caps bytes before this)
 MAX_KEPT = 12  # searched_for shows at most this many lines
@@ -278,9 +279,12 @@ def own_frames(lines: list[LogLine], cause: LogLine) -> list[LogLine]:
     return picked
 
 
+_RANK_ID_RE = re.compile(RANK_ID)
+
+
 def _template(norm: str) -> str:
     # the same error on several ranks differs only in rank numbers and pids
-    return re.sub(r"\b(?:rank|Rank|local_rank|TP|PG|pid)\s*[:=]?\s*(?:<num>|\d+)", "<rank>", norm)
+    return _RANK_ID_RE.sub("<rank>", norm)
 
 
 def _order(kept: list[LogLine], lines: list[LogLine]) -> list[LogLine]:

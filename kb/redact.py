@@ -30,7 +30,7 @@ Replaced with typed placeholders:
 
 Host and user names learnt from one place (an NCCL prefix, a home folder) are
 replaced wherever else they occur in the same text. `Redactor.spans` gives the
-positions instead of the replaced text (kb.newcase uses them to keep secrets
+positions instead of the replaced text (kb.draft_signatures uses them to keep secrets
 out of signatures). Patterns are linear and the text is processed once per
 pattern, so a long excerpt costs little.
 """
@@ -43,6 +43,8 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from .variable_tokens import IPV4, IPV6
 
 # Hosts that identify nothing private; kept so that URLs in errors stay meaningful.
 PUBLIC_HOSTS = (
@@ -221,8 +223,8 @@ RULES: list[Rule] = [
     _r("random-token", r"(?<![A-Za-z0-9+/=_.-])[A-Za-z0-9+/=_.-]{20,512}(?![A-Za-z0-9+/=_.-])", accept=looks_random),
 ]
 
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
-_IPV6 = re.compile(r"(?<![\w:.])(?=[0-9a-fA-F:]*:[0-9a-fA-F]*:)[0-9a-fA-F:]{2,39}(?![\w:])")
+_IPV4 = re.compile(IPV4)
+_IPV6 = re.compile(IPV6)  # candidates: _ip_spans keeps those ipaddress accepts
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ Steps, each small and bounded:
 4. classify: an ordered list of small extractors marks exception lines,
    chained tracebacks, `NCCL WARN`, `CUDA error`, `(raylet)` and `Killed`.
 
-Normalisation replaces variable parts with typed tokens (<path>, <ip>, <hex>,
-<uuid>, <num>, ...), in the manner of Sentry's message parameterisation.
+Normalisation (kb.variable_tokens.normalise) replaces variable parts with typed
+tokens (<path>, <ip>, <hex>, <uuid>, <num>, ...).
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
+
+from .variable_tokens import normalise
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # a log is read up to this size (then signals keep head, tail, errors)
 MAX_SCAN_CHARS = 4_000_000  # beyond this only head, tail and error-looking lines are read
@@ -56,19 +58,6 @@ RANK_PREFIX_RES = [
 ]
 
 SEVERITY_BRACKET_RE = re.compile(r"^\[[EF](?:\d{4})?[ \]]")  # torch/glog: [E1130 02:14:35 ProcessGroupNCCL.cpp:828]
-
-# Normalisation: order matters (uuid before hex, ip before num, path before num).
-NORMALISERS: list[tuple[str, re.Pattern[str]]] = [
-    ("<uuid>", re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b")),
-    ("<time>", re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\b|\b\d{2}:\d{2}:\d{2}(?:\.\d+)?\b")),
-    ("<ip>", re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9a-fA-F:]{3,}\](?::\d+)?")),
-    ("<addr>", re.compile(r"\b0x[0-9a-fA-F]+\b")),
-    ("<path>", re.compile(r"(?:[A-Za-z]:\\|~?/|\.\.?/)[\w.\-+@/\\]*[\w+]")),
-    ("<hex>", re.compile(r"\b(?=[0-9a-fA-F]*\d)(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{12,}\b")),
-    ("pid=<pid>", re.compile(r"\bpid=\d+")),
-    ("rank <rank>", re.compile(r"\b[Rr]ank\s*\d+")),
-    ("<num>", re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")),
-]
 
 EXCEPTION_RE = re.compile(
     r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Full|NotFound|Died|Timeout))"
@@ -140,12 +129,6 @@ def read_log(source: str | os.PathLike[str] | BinaryIO) -> str:
         return decode_bytes(source.read(MAX_INPUT_BYTES))  # type: ignore[union-attr]
     with open(source, "rb") as fh:  # type: ignore[arg-type]
         return decode_bytes(fh.read(MAX_INPUT_BYTES))
-
-
-def normalise(line: str) -> str:
-    for token, pattern in NORMALISERS:
-        line = pattern.sub(token, line)
-    return line
 
 
 def clean_line(raw: str) -> tuple[str, set[str]]:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kb.case_folder_policy import NotWritable, target_folder
 from kb.caseset import case_folders, case_layers, load_cases
 from kb.config import load_config
-from kb.newcase import NotWritable, target_folder
 from kb.paths import builtin_cases_dir, config_dir, data_dir
 
 CASE = """---

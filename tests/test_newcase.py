@@ -12,19 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kb.case_folder_policy import NotWritable, write_draft
 from kb.casefile import REGEX_PREFIX, parse_case_file, parse_case_text, split_front_matter
 from kb.caseset import load_cases, validate
-from kb.newcase import (
-    NotWritable,
-    add_signatures,
-    draft_from_text,
-    insert_signatures,
-    is_linear,
-    literal_for_line,
-    regex_for_line,
-    write_draft,
-)
+from kb.draft_from_log import draft_from_text
+from kb.draft_signatures import is_linear, literal_for_line, regex_for_line
 from kb.paths import builtin_cases_dir
+from kb.signature_edit import add_signatures, insert_signatures
 
 WIDGET_LOG = """\
 2024-11-30 02:14:35,123 INFO starting step 37 on gpu-node-3.cluster.local

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from kb.case_folder_policy import write_draft
 from kb.casefile import parse_case_file
-from kb.newcase import draft_from_text, write_draft
+from kb.draft_from_log import draft_from_text
 from kb.redact import looks_random, redact
 
 # kind -> (error line, the secret values that must not reach the file)

@@ -1,7 +1,7 @@
 """Start a new case from a paste kb could not match (ctrl+r in the chat).
 
 The paste is always saved first (`<data dir>/incidents/`), then
-kb.newcase drafts a case from it the way `kb new --from-log` does: into the
+kb.draft_from_log drafts a case from it the way `kb new --from-log` does: into the
 personal (or team) case folder, never over an existing file, and not at all
 when an existing case already matches (then it says which, and how to add
 the signature to it).
@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb import newcase
+from kb.case_folder_policy import folder_ids, target_folder, write_draft
+from kb.draft_from_log import draft_from_text
 from kb.paths import data_dir
 
 
@@ -34,11 +35,11 @@ def save_paste(text: str) -> Path:
 
 
 def start_new_case(text: str, engine: Any = None) -> NewCaseOutcome:
-    """Save the paste, then draft a case from it with kb.newcase (as `kb new --from-log`). Blocking: run in a worker."""
+    """Save the paste, then draft a case from it with kb.draft_from_log (as `kb new --from-log`). Blocking: run in a worker."""
     log_path = save_paste(text)
     try:
-        folder = newcase.target_folder(None)
-        draft = newcase.draft_from_text(text, engine, taken_ids=newcase.folder_ids(folder))
+        folder = target_folder(None)
+        draft = draft_from_text(text, engine, taken_ids=folder_ids(folder))
         dup = draft.duplicate
         if dup is not None:
             return NewCaseOutcome(
@@ -46,7 +47,7 @@ def start_new_case(text: str, engine: Any = None) -> NewCaseOutcome:
                 f"kb new --from-log {log_path} --add-to {dup.id}",
                 log_path,
             )
-        path = newcase.write_draft(draft, folder)
+        path = write_draft(draft, folder)
     except Exception as exc:
         return NewCaseOutcome(f"Could not draft a case: {exc}. The paste is saved to {log_path}; try: kb new --from-log {log_path}", log_path)
     return NewCaseOutcome(f"New case drafted: {path}. Edit it, then run: kb check --cases {folder}", log_path, path)

@@ -82,9 +82,10 @@ def _report_check(path: Path) -> None:
 
 
 def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path]) -> int:
+    from ..case_folder_policy import is_protected
     from ..caseset import load_cases
-    from ..newcase import add_signatures, is_protected
     from ..paths import is_checkout
+    from ..signature_edit import add_signatures
 
     case = load_cases(extra).get(case_id)
     if case is None:
@@ -112,7 +113,8 @@ def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..newcase import NotWritable, draft_from_text, folder_ids, target_folder, write_draft
+    from ..case_folder_policy import NotWritable, folder_ids, target_folder, write_draft
+    from ..draft_from_log import draft_from_text
 
     text = read_log_arg(args.from_log)
     if not text.strip():

@@ -1,0 +1,86 @@
+"""Where `kb new` may write a case: the folder it picks, the folders it never touches, the file it creates."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .casefile import parse_case_text
+from .draft_case import Draft
+from .paths import is_writable_dir
+
+
+class NotWritable(Exception):
+    """No folder kb may write a case into (or the one given is read-only or built-in)."""
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+        return True
+    except ValueError:
+        return False
+
+
+def is_protected(folder: Path) -> bool:
+    """The built-in cases and the kb package itself are never written by `kb new`."""
+    from .paths import builtin_cases_dir
+
+    return _inside(folder, builtin_cases_dir()) or _inside(folder, Path(__file__).resolve().parent)
+
+
+def target_folder(explicit: Path | None = None) -> Path:
+    """Where `kb new` writes: `explicit` (`--dir`), else the personal folder, else the team folder.
+
+    The first that is writable wins (it is created if missing); the built-in
+    cases are never a target. An explicit folder that cannot be written is an
+    error rather than a silent fallback. Raises NotWritable.
+    """
+    from .config import load_config
+
+    if explicit is not None:
+        folder = Path(explicit).expanduser()
+        if is_protected(folder):
+            raise NotWritable(f"{folder} is the built-in case folder; write to a personal or team folder (--dir)")
+        if not is_writable_dir(folder):
+            raise NotWritable(f"cannot write to {folder}")
+        return folder
+    cfg = load_config()
+    tried: list[str] = []
+    for candidate in (cfg.personal_cases, cfg.team_cases):
+        if candidate is None:
+            continue
+        if not is_protected(candidate) and is_writable_dir(candidate):
+            return candidate
+        tried.append(str(candidate))
+    raise NotWritable("no writable case folder (tried " + ", ".join(tried) + "); give one with --dir")
+
+
+def folder_ids(folder: Path) -> set[str]:
+    """Ids already taken by files in a case folder (also broken ones, which load_cases skips)."""
+    from .caseset import case_files
+
+    return {p.stem for p in case_files(folder)} if folder.is_dir() else set()
+
+
+def case_path(draft: Draft, folder: Path) -> Path:
+    return Path(folder) / draft.category / f"{draft.id}.md"
+
+
+def write_draft(draft: Draft, folder: Path) -> Path:
+    """Write the draft to `<folder>/<category>/<id>.md` and return the path.
+
+    Never overwrites (FileExistsError), never writes into the built-in cases
+    (NotWritable), and refuses a text that `kb check` would reject (ValueError).
+    """
+    folder = Path(folder).expanduser()
+    if is_protected(folder):
+        raise NotWritable(f"{folder} is the built-in case folder; write to a personal or team folder")
+    path = case_path(draft, folder)
+    _case, problems = parse_case_text(path, draft.text)
+    errors = [p for p in problems if p.severity == "error"]
+    if errors:
+        raise ValueError("the draft is not a valid case: " + "; ".join(p.message for p in errors))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "x", encoding="utf-8", newline="") as fh:  # "x": fails if the file exists
+        fh.write(draft.text)
+    return path
