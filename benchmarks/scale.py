@@ -165,11 +165,12 @@ def phase_build(args: argparse.Namespace) -> dict:
 
 def phase_open(args: argparse.Namespace) -> dict:
     from kb.caseset import case_folders
-    from kb.index import _file_stats, open_index
+    from kb.index import open_index
+    from kb.index_fingerprint import file_stats
     from kb.search import Engine
 
     t0 = time.perf_counter()
-    _file_stats(case_folders([Path(args.folder)], include_builtin=False))
+    file_stats(case_folders([Path(args.folder)], include_builtin=False))
     stat_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     idx = open_index([Path(args.folder)], index_dir=Path(args.index_dir), include_builtin=False, dense=not args.no_dense)
@@ -229,7 +230,8 @@ def phase_recall(args: argparse.Namespace) -> dict:
     import numpy as np
 
     from kb.encoder import OnnxEncoder
-    from kb.index import APPROX_THRESHOLD, open_index
+    from kb.index import open_index
+    from kb.index_faiss import APPROX_THRESHOLD
 
     idx = open_index([Path(args.folder)], index_dir=Path(args.index_dir), include_builtin=False)
     if not idx.dense_available:
@@ -248,10 +250,10 @@ def phase_recall(args: argparse.Namespace) -> dict:
     kind = type(approx).__name__
     if not (idx.generation / "vectors.faiss").is_file():
         # below the threshold the index is exact; build the HNSW it would use, to measure it anyway
-        from kb.index import _write_approximate
+        from kb.index_faiss import write_approximate
 
         tmp = Path(args.index_dir) / "probe.faiss"
-        _write_approximate(tmp, idx.vectors)
+        write_approximate(tmp, idx.vectors)
         approx = faiss.read_index(str(tmp))
         kind = "IndexHNSWFlat (built for the measurement)"
     t0 = time.perf_counter()

@@ -146,7 +146,7 @@ def test_broken_model_leaves_lexical_search_working(tmp_path: Path) -> None:
 def test_index_of_an_older_tokenizer_or_document_builder_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
     # No model: lexical only, so the test builds quickly. An index built with other
     # tokens must not keep its BM25 matrices (or the cached tokens) once the tokenizer changes.
-    import kb.index as index_mod
+    import kb.index_fingerprint as index_mod
 
     no_model = tmp_path / "no-model"
     no_model.mkdir()

@@ -22,6 +22,7 @@ import pytest
 from casefiles import write_simple_cases
 
 import kb.index
+import kb.model_export
 from kb.errors import UsageError
 from kb.index import open_index
 from kb.search import Engine
@@ -62,8 +63,8 @@ def tiny(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.fixture
 def hash_dense(monkeypatch: pytest.MonkeyPatch) -> None:
     info = {"enabled": True, "reason": "", "model": "hash", "model_path": "/nonexistent", "weights_sha256": "hash-encoder-test"}
-    monkeypatch.setattr(kb.index, "_prepare_model", lambda root, spec, err, texts: (dict(info), HashEncoder()))
-    monkeypatch.setattr(kb.index, "_export_check", lambda models, sha: {"weights_sha256": sha} if sha == info["weights_sha256"] else None)
+    monkeypatch.setattr(kb.model_export, "prepare_model", lambda root, spec, err, texts: (dict(info), HashEncoder()))
+    monkeypatch.setattr(kb.model_export, "export_check", lambda models, sha: {"weights_sha256": sha} if sha == info["weights_sha256"] else None)
 
 
 def open_tiny(team: Path, index_dir: Path, dense: bool = False):

@@ -168,7 +168,7 @@ class KbApp(App[int]):
             from kb.search import Engine
 
             if self.engine is None:
-                from kb.index import choose_root
+                from kb.index_folder import choose_root
                 from kb.store import current_generation
 
                 if current_generation(choose_root(self.index_dir)[0]) is None:
