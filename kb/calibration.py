@@ -25,7 +25,8 @@ import numpy as np
 
 from .confidence import (
     FEATURES,
-    Evidence,
+    ConfidenceFeatures,
+    Level,
     Model,
     fit_logistic,
     grouped_folds,
@@ -33,7 +34,7 @@ from .confidence import (
     pick_low,
 )
 
-LEVELS = ("high", "medium", "low")
+LEVELS: tuple[Level, ...] = ("high", "medium", "low")
 BINS = 10
 
 
@@ -46,10 +47,10 @@ class Outcome:
     covered: bool  # a loaded case resolves it
     declined: bool
     top: str | None
-    level: str | None  # confidence of the top answer (None when declined)
+    level: Level | None  # confidence of the top answer (None when declined)
     p: float | None
     right: bool  # top answer is one of the expected cases
-    evidence: Evidence | None
+    features: ConfidenceFeatures | None  # what the confidence model read of the top answer
     stack: str = "python"
     unloaded: bool = False  # labelled with a case this corpus lacks (left out of the fit)
 
@@ -218,12 +219,12 @@ def diagram_svg(cal: dict[str, Any], title: str) -> str:
 def _fit_rows(outcomes: list[Outcome]) -> list[Outcome]:
     """Answered queries with a clear label here: rows naming a case this corpus lacks are neither
     right nor honestly wrong (a near case may resolve them too), so they wait for a refit after the merge."""
-    return [o for o in outcomes if not o.declined and o.evidence is not None and not o.unloaded]
+    return [o for o in outcomes if not o.declined and o.features is not None and not o.unloaded]
 
 
 def _xy(outcomes: list[Outcome]) -> tuple[np.ndarray, np.ndarray, list[str]]:
     rows = _fit_rows(outcomes)
-    X = np.array([o.evidence.vector() for o in rows]) if rows else np.zeros((0, len(FEATURES)))  # type: ignore[union-attr]
+    X = np.array([o.features.vector() for o in rows]) if rows else np.zeros((0, len(FEATURES)))  # type: ignore[union-attr]
     y = np.array([1.0 if o.right else 0.0 for o in rows])
     return X, y, [o.group for o in rows]
 

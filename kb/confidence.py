@@ -17,11 +17,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 MODEL_PATH = Path(__file__).with_name("confidence.json")
+
+Level = Literal["high", "medium", "low"]  # a result's confidence, as every view and `--json` write it
 
 FEATURES = (
     "sig_strong",  # best specific signature hit of the top case (0..1), 0 if none
@@ -38,7 +40,7 @@ FEATURES = (
 
 
 @dataclass(frozen=True)
-class Evidence:
+class ConfidenceFeatures:
     """What the scorers found about the top case; one value per FEATURES entry."""
 
     sig_strong: float = 0.0
@@ -55,11 +57,11 @@ class Evidence:
     def vector(self) -> np.ndarray:
         return np.array([getattr(self, f) for f in FEATURES], dtype=np.float64)
 
-    def without_weak(self) -> Evidence:
-        """The same evidence with a broad signature's lift taken out (a broad hit cannot make "high" alone)."""
+    def without_weak(self) -> ConfidenceFeatures:
+        """The same features with a broad signature's lift taken out (a broad hit cannot make "high" alone)."""
         if not self.sig_weak_only:
             return self
-        return Evidence(0.0, 0.0, self.sig_rival, self.lexical, self.dense, min(self.fused, self.lexical * 0.3 + self.dense * 0.4),
+        return ConfidenceFeatures(0.0, 0.0, self.sig_rival, self.lexical, self.dense, min(self.fused, self.lexical * 0.3 + self.dense * 0.4),
                         self.margin, self.error_line, self.foreign, self.error_line)
 
 
@@ -71,11 +73,11 @@ class Model:
     low: float  # p below which an answer is "low"
     meta: dict[str, Any]
 
-    def p(self, ev: Evidence) -> float:
+    def p(self, ev: ConfidenceFeatures) -> float:
         z = float(self.weights @ ev.vector()) + self.bias
         return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
-    def level(self, ev: Evidence) -> tuple[str, float]:
+    def level(self, ev: ConfidenceFeatures) -> tuple[Level, float]:
         """("high" | "medium" | "low", p)."""
         p = self.p(ev)
         if p >= self.high and self.p(ev.without_weak()) >= self.high:

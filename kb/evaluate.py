@@ -143,7 +143,7 @@ def outcomes(engine: Engine, queries: list[EvalQuery], use: tuple[str, ...] = SC
         out.append(Outcome(
             id=q.id, group=_group(q.source), covered=covered, declined=ans.abstained or top is None,
             top=top.id if top else None, level=top.confidence if top else None, p=top.p_right if top else None,
-            right=bool(top and top.id in q.expected), evidence=ans.evidence,
+            right=bool(top and top.id in q.expected), features=ans.features,
             stack=ans.stack.name if ans.stack is not None else "python",
             unloaded=bool(q.expected) and not covered))
     return out

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .baseline import set_aside, templates
+from .evidence import Evidence
 from .logreduce import LogLine, Reduction, parse, reduce_lines
 from .ranks import RankVerdict, verdict
 from .signals import read_log
@@ -198,7 +199,7 @@ def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tupl
         if doc is not None and contradicts(analysis.stage, dict(doc)):
             r.score *= STAGE_DEMOTION
             r.confidence = "low"
-            r.why.insert(0, f"demoted: a start-up case, but the log reached {analysis.stage.label()}")
+            r.evidence.insert(0, Evidence.stage_demotion(analysis.stage.label()))
             demoted.append(r.id)
     answer.results.sort(key=lambda r: (r.id in demoted, -r.score))
     answer.results = answer.results[:k]

@@ -1,4 +1,4 @@
-"""Text in, ranked cases out: signals -> three scorers -> fusion -> explanations.
+"""Text in, ranked cases out: signals -> three scorers -> fusion -> evidence.
 
 Each scorer yields a number in [0, 1] per case:
 - signature: the best literal/regex signature that matched (see signatures.py);
@@ -8,6 +8,8 @@ Each scorer yields a number in [0, 1] per case:
   rescaled from the range where unrelated text lands to where matches land.
 The fused score is a weighted sum; the weights and the abstention threshold
 are chosen with `kb eval` on the dev queries (docs/search.md has the figures).
+Each result carries typed evidence (kb.evidence) of what each scorer found;
+views render from it.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from .confidence import Evidence, Model, ModelFileError, load_model
+from .confidence import ConfidenceFeatures, Level, Model, ModelFileError, load_model
 from .documents import CaseDoc
+from .evidence import Evidence
 from .index import LoadedIndex, open_index
 from .provenance import Origin, OriginMap
 from .signals import Signals, extract
@@ -53,6 +56,14 @@ class Weights:
     bm25_saturation: float = 20.0  # BM25 of a query that clearly hits a case
     sig_base: float = 0.5  # fused score floor of a case whose signature matched
     sig_gain: float = 0.10
+    # confidence from the fused score alone, where the fitted model is not used (no dense scorer, no model)
+    high_from: float = 0.70
+    medium_from: float = 0.45
+    runner_up_gap: float = 0.10  # a runner-up this far below the top answer is "low" at best
+
+    def level(self, score: float) -> Level:
+        """The score band of a fused score: "high", "medium" or "low"."""
+        return "high" if score >= self.high_from else "medium" if score >= self.medium_from else "low"
 
 
 DEFAULT_WEIGHTS = Weights()
@@ -65,9 +76,9 @@ class Result:
     category: str
     path: str
     score: float
-    confidence: str  # "high", "medium", "low"
+    confidence: Level
     scores: dict[str, float]
-    why: list[str]
+    evidence: list[Evidence]  # why it matched, strongest first (kb.evidence); views render from it
     matched_lines: list[str] = field(default_factory=list)
     # Where the case comes from (kb.provenance): its folder layer, and the file
     # of a lower layer it overrides ("" / None when it overrides nothing).
@@ -76,6 +87,11 @@ class Result:
     overrides_layer: str = ""
     kind: str = "curated"  # "light": one root cause from a few reports, checks optional
     p_right: float | None = None  # calibrated chance this answer is right (top result only)
+
+    @property
+    def why(self) -> list[str]:
+        """The evidence as sentences (`why` of `kb search --json`)."""
+        return [e.text for e in self.evidence]
 
     def origin(self) -> Origin:
         return Origin(self.layer, Path(self.path), None, Path(self.overrides) if self.overrides else None, self.overrides_layer)
@@ -92,6 +108,7 @@ class Result:
             "why": self.why,
             "scores": {k: round(v, 4) for k, v in self.scores.items()},
             "matched_lines": self.matched_lines,
+            "evidence": [e.to_json() for e in self.evidence],
         }
         if self.p_right is not None:
             out["p_right"] = round(self.p_right, 4)
@@ -113,7 +130,7 @@ class Answer:
     stack: StackVerdict | None = None  # which software stack the paste comes from
     nearest: list[Result] = field(default_factory=list)  # when declined: the closest cases, not a match
     question: str = ""  # when declined without an error line: one question to narrow it down
-    evidence: Evidence | None = None  # what the confidence model read (for `kb eval --fit`)
+    features: ConfidenceFeatures | None = None  # what the confidence model read (for `kb eval --fit`)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -154,7 +171,7 @@ class RawScores:
 
 
 def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Normalise each scorer to [0, 1] and combine; returns (fused, parts)."""
+    """Normalise each scorer to [0, 1] and combine; returns (fused, parts: scorer name -> its part)."""
     n = raw.n
     parts: dict[str, np.ndarray] = {}
     if raw.signature is not None:
@@ -166,7 +183,6 @@ def fuse(raw: RawScores, w: Weights) -> tuple[np.ndarray, dict[str, np.ndarray]]
         parts["lexical"] = (bm / top) * min(1.0, top / w.bm25_saturation) if top > 0 else np.zeros(n, np.float32)
     if raw.cos is not None:
         parts["dense"] = np.clip((raw.cos - w.dense_floor) / (w.dense_ceiling - w.dense_floor), 0.0, 1.0)
-        parts["_cos"] = raw.cos
     weights = {"signature": w.signature, "lexical": w.lexical, "dense": w.dense}
     active = [s for s in SCORERS if s in parts]
     fused = np.zeros(n, dtype=np.float32)
@@ -324,28 +340,27 @@ class Engine:
         signals = raw.signals
         fused, parts = fuse(raw, w)
         self._demote_harmless(raw, fused)  # calibration (issue 13)
-        hits, terms, best_row = raw.hits, raw.terms, raw.best_row
         order = np.argsort(-fused, kind="stable")[:k]
         results: list[Result] = []
         for i in order:
             if fused[i] <= 0:
                 continue
-            results.append(self._result(int(i), float(fused[i]), parts, hits, terms, best_row, raw.text))
+            results.append(self._result(int(i), float(fused[i]), parts, raw))
         top = results[0].score if results else 0.0
         abstained = abstain and top < w.abstain_below
         # --- calibration (issue 13): other stacks are declined, the top answer's confidence is fitted
         stack = detect_stack(text)
-        evidence = self._evidence(raw, fused, parts, order, stack) if results else None
+        features = self._features(raw, fused, parts, order, stack) if results else None
         model = self.model()
         # The model was fitted with all three scorers; without the dense one its inputs are off
         # the fitted range, so the score bands stay (a broad signature alone still cannot give high).
-        if results and evidence is not None and (model is None or raw.cos is None) and evidence.sig_weak_only and results[0].confidence == "high":
+        if results and features is not None and (model is None or raw.cos is None) and features.sig_weak_only and results[0].confidence == "high":
             results[0].confidence = "medium"
-        if results and evidence is not None and model is not None and raw.cos is not None:
-            level, p = model.level(evidence)
+        if results and features is not None and model is not None and raw.cos is not None:
+            level, p = model.level(features)
             results[0].confidence, results[0].p_right = level, p
             for r in results[1:]:  # a runner-up is never more certain than the top answer
-                r.confidence = "low" if level == "low" or r.score < results[0].score - 0.1 else "medium"
+                r.confidence = "low" if level == "low" or r.score < results[0].score - w.runner_up_gap else "medium"
         if abstain and stack.foreign:
             abstained = True
         nearest = results[:3] if abstained else []
@@ -374,7 +389,7 @@ class Engine:
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
         return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes,
-                      stack=stack, nearest=nearest, question=question, evidence=evidence)
+                      stack=stack, nearest=nearest, question=question, features=features)
 
     # ------------------------------------------------------------ calibration (issue 13)
 
@@ -409,13 +424,16 @@ class Engine:
                 self._model_error = f"confidence model unusable, falling back to score bands: {exc}"
         return self._model
 
-    def _evidence(self, raw: RawScores, fused: np.ndarray, parts: dict[str, np.ndarray], order: np.ndarray, stack: StackVerdict) -> Evidence:
+    def _features(
+        self, raw: RawScores, fused: np.ndarray, parts: dict[str, np.ndarray], order: np.ndarray, stack: StackVerdict
+    ) -> ConfidenceFeatures:
+        """What the confidence model reads about the top case."""
         i = int(order[0])
         second = float(fused[int(order[1])]) if len(order) > 1 else 0.0
         sig = parts.get("signature")
         weak_only = i in raw.weak_only
         rival = sig is not None and bool(np.any(np.delete(sig, i) > 0))
-        return Evidence(
+        return ConfidenceFeatures(
             sig_strong=float(sig[i]) if sig is not None and not weak_only else 0.0,
             sig_weak_only=1.0 if weak_only else 0.0,
             sig_rival=1.0 if rival else 0.0,
@@ -428,30 +446,25 @@ class Engine:
             unexplained_error=1.0 if raw.signals.error_lines and (sig is None or sig[i] <= 0) else 0.0,
         )
 
-    def _result(
-        self, i: int, score: float, parts: dict[str, np.ndarray], hits: dict[str, list[SignatureHit]], terms: list[str], best_row: np.ndarray | None, text: str = ""
-    ) -> Result:
+    def _result(self, i: int, score: float, parts: dict[str, np.ndarray], raw: RawScores) -> Result:
         doc = self.docs[i]
-        why: list[str] = []
-        matched: list[str] = []
+        evidence: list[Evidence] = []
         weak = self._weak or {}
-        for h in hits.get(doc["id"], [])[:3]:
-            broad = " (broad pattern: weak evidence)" if (doc["id"], h.signature) in weak else ""
-            why.append(f"signature {h.signature!r} matched{broad}: {h.line[:200]}")
-            matched.append(h.line)
+        hits = raw.hits.get(doc["id"], [])[:3]
+        for h in hits:
+            evidence.append(Evidence.signature_hit(h.signature, h.line, weak=(doc["id"], h.signature) in weak))
         if "lexical" in parts and parts["lexical"][i] > 0:
-            shared = display_terms(self.lexical.shared_terms(i, terms, limit=len(terms)), text)
+            shared = display_terms(self.lexical.shared_terms(i, raw.terms, limit=len(raw.terms)), raw.text)
             if shared:
-                why.append("shared terms: " + ", ".join(shared))
-        if "_cos" in parts and best_row is not None and best_row[i] >= 0:
-            row = int(best_row[i])
+                evidence.append(Evidence.shared_terms(shared))
+        if raw.cos is not None and raw.best_row is not None and raw.best_row[i] >= 0:
+            row = int(raw.best_row[i])
             local = row - int(np.searchsorted(self.index.row_case, i))
             texts = doc["dense_texts"]
             label = texts[local] if 0 <= local < len(texts) else doc["title"]
-            why.append(f"dense similarity {float(parts['_cos'][i]):.2f} to: {label[:160]}")
+            evidence.append(Evidence.dense_match(float(raw.cos[i]), label))
         scores = {s: float(parts[s][i]) for s in SCORERS if s in parts}
-        confidence = "high" if score >= 0.7 else "medium" if score >= 0.45 else "low"
         origin = self.origins.origin(doc["path"], doc["id"])
-        return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, confidence, scores, why, matched,
-                      origin.layer, None if origin.replaces is None else str(origin.replaces), origin.replaces_layer,
-                      doc.get("kind", "curated"))
+        return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, self.weights.level(score), scores, evidence,
+                      [h.line for h in hits], origin.layer, None if origin.replaces is None else str(origin.replaces),
+                      origin.replaces_layer, doc.get("kind", "curated"))

@@ -28,7 +28,7 @@ from kb.caseset import load_cases
 from kb.confidence import (
     FEATURES,
     MODEL_PATH,
-    Evidence,
+    ConfidenceFeatures,
     Model,
     ModelFileError,
     grouped_folds,
@@ -251,8 +251,8 @@ def test_a_case_about_a_harmless_message_may_match_healthy_lines_but_never_outra
 
 def test_a_weak_signature_alone_cannot_make_high() -> None:
     model = Model(np.array([0.0] * (len(FEATURES) - 5) + [6.0, 0.0, 0.0, 0.0, 0.0]), -1.0, 0.8, 0.2, {})
-    strong = Evidence(sig_strong=0.9, fused=0.9, lexical=0.2, dense=0.2)
-    weak = Evidence(sig_weak_only=1.0, fused=0.9, lexical=0.2, dense=0.2)
+    strong = ConfidenceFeatures(sig_strong=0.9, fused=0.9, lexical=0.2, dense=0.2)
+    weak = ConfidenceFeatures(sig_weak_only=1.0, fused=0.9, lexical=0.2, dense=0.2)
     assert model.level(strong)[0] == "high"
     level, p = model.level(weak)
     assert p >= 0.8 and level != "high"
@@ -262,7 +262,7 @@ def test_a_weak_signature_alone_cannot_make_high() -> None:
 
 
 def _outcome(i: int, p: float, right: bool, covered: bool = True, declined: bool = False, level: str = "medium") -> Outcome:
-    ev = Evidence(fused=p, lexical=p, dense=p, margin=p / 2)
+    ev = ConfidenceFeatures(fused=p, lexical=p, dense=p, margin=p / 2)
     return Outcome(str(i), f"thread{i // 2}", covered, declined, None if declined else "x", None if declined else level,
                    None if declined else p, right, ev)
 
@@ -321,8 +321,8 @@ def test_fit_separates_right_from_wrong_and_reports_held_out_figures() -> None:
     model, held = fit(rows, k=5, sources=["synthetic"])
     assert held["folds"] == 5 and held["answered"] == 120
     assert held["high_answers"] > 0 and held["high_precision"] >= 0.95
-    good = model.p(Evidence(fused=0.9, lexical=0.9, dense=0.9, margin=0.45))
-    bad = model.p(Evidence(fused=0.2, lexical=0.2, dense=0.2, margin=0.1))
+    good = model.p(ConfidenceFeatures(fused=0.9, lexical=0.9, dense=0.9, margin=0.45))
+    bad = model.p(ConfidenceFeatures(fused=0.2, lexical=0.2, dense=0.2, margin=0.1))
     assert good >= model.high >= model.low > bad
 
 

@@ -38,6 +38,14 @@ def test_nccl_paste_finds_the_case_first_with_reasons(engine) -> None:
     assert any(w.startswith("shared terms:") for w in top.why)
     assert any(w.startswith("dense similarity") for w in top.why)
     assert any("unhandled system error" in line for line in answer.searched_for)
+    # the same reasons, typed: each signature hit names its signature and the pasted line it matched
+    from kb.evidence import Kind
+
+    assert top.why == [e.text for e in top.evidence]
+    sig = [e for e in top.evidence if e.kind is Kind.SIGNATURE]
+    assert sig and all(e.signature and e.line in top.matched_lines and "unhandled system error" in e.line for e in sig)
+    assert [e.kind for e in top.evidence if e.kind is not Kind.SIGNATURE] == [Kind.TERMS, Kind.DENSE]
+    assert 0 < (top.evidence[-1].similarity or 0) <= 1
 
 
 def test_out_of_scope_paste_abstains(engine) -> None:
@@ -79,6 +87,10 @@ def test_cli_json_shape_and_exit_codes(shared_index_dir: Path) -> None:
     first = obj["results"][0]
     assert set(first) >= {"id", "title", "category", "score", "confidence", "why"}
     assert first["id"] == "nccl-unhandled-system-error"
+    # `why` stays a list of sentences (scripts read it); `evidence` adds them typed
+    assert first["why"] and all(isinstance(w, str) for w in first["why"])
+    assert [e["text"] for e in first["evidence"]] == first["why"]
+    assert first["evidence"][0]["kind"] == "signature" and first["evidence"][0]["line"] in first["matched_lines"]
 
     res = cli("search", "--index-dir", str(shared_index_dir), "--json", "-", stdin=GO_PANIC)
     assert res.returncode == 1

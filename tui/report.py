@@ -64,7 +64,7 @@ def render_report(conv: Conversation, now: _dt.datetime | None = None) -> str:
                 out.append(f"| {i} | {r.title.replace('|', '/')} (`{r.id}`) | {r.category} | {r.confidence} | {r.score:.2f} |")
             out.append("")
             top = answer.results[0]
-            out += [f"Why `{top.id}` matched:", ""] + [f"- {w}" for w in top.why] + [""]
+            out += [f"Why `{top.id}` matched:", ""] + [f"- {ev.text}" for ev in top.evidence] + [""]
         for note in answer.notes:
             out.append(f"> {note}")
         if answer.notes:

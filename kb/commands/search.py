@@ -86,8 +86,8 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
         out.write(visible(f"{rank}. {r.id}  [{r.category}]{kind}  {r.confidence} ({r.score:.2f})") + "\n")
         out.write(f"   {visible(r.title)}\n")
         out.write(f"   from {r.origin().describe()}\n")
-        for why in r.why if explain else r.why[:2]:
-            out.write(f"   - {visible(why)}\n")
+        for ev in r.evidence if explain else r.evidence[:2]:
+            out.write(f"   - {visible(ev.text)}\n")
         if explain:
             out.write("   scores: " + ", ".join(f"{k}={v:.3f}" for k, v in r.scores.items()) + "\n")
     for note in answer.notes:

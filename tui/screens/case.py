@@ -24,7 +24,7 @@ from kb.trust import case_trust
 from ..messages import CheckFinished, ChecksDone, CheckStarted
 from ..widgets.card import origin_text
 from ..widgets.check_output import CheckOutput
-from ..widgets.transcript import VERDICT_STYLE
+from ..widgets.transcript import verdict_style
 from .confirm import ConfirmRunScreen
 
 
@@ -36,7 +36,7 @@ def check_prompt(check: Check, verdict: str = "") -> Text:
         t.append(visible(" · needs " + ",".join(check.needs)), style="dim")
     if verdict:
         t.append("\n  ")
-        t.append(verdict, style=VERDICT_STYLE.get(verdict, "bold"))
+        t.append(verdict, style=verdict_style(verdict))
     elif check.description:
         t.append("\n  " + visible(check.description[:80]), style="italic dim")
     return t
@@ -236,7 +236,7 @@ class CaseScreen(Screen[None]):
         self.verdicts[r.name] = r.verdict
         out = self.query_one(CheckOutput)
         out.flush()
-        out.set_status(Text.assemble((r.name, "bold"), ": ", (r.verdict, VERDICT_STYLE.get(r.verdict, "bold")), (f" — {r.reason}", "dim")))
+        out.set_status(Text.assemble((r.name, "bold"), ": ", (r.verdict, verdict_style(r.verdict)), (f" — {r.reason}", "dim")))
         checks = self.query_one("#checks", OptionList)
         for i, ch in enumerate(self.case.checks):
             if ch.name == r.name:

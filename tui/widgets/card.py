@@ -10,6 +10,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Static
 
+from kb.evidence import WEAK_NOTE, Evidence, Kind
 from kb.paths import builtin_cases_dir
 from kb.safe_text import visible
 
@@ -67,14 +68,22 @@ def render_card(rank: int, result: Result) -> Text:
         t.append(visible(line[:MAX_LINE]), style="black on yellow")
         if len(seen) >= 2:
             break
-    for why in result.why[:MAX_WHY]:
-        why = " ".join(why.split())  # case texts carry newlines; a card line should not
-        if why.startswith("signature ") and " matched: " in why:
-            why = why.split(" matched: ", 1)[0] + " matched the highlighted line"
+    for ev in result.evidence[:MAX_WHY]:
         t.append("\n  • ", style="dim")
-        why = visible(why)
+        why = visible(evidence_line(ev, seen))
         t.append(why if len(why) <= MAX_LINE else why[:MAX_LINE] + "…", style="dim")
     return t
+
+
+def evidence_line(ev: Evidence, highlighted: set[str]) -> str:
+    """One evidence bullet of a card, from its typed fields: a signature hit on a line the card
+    highlights points at it instead of quoting it again."""
+    if ev.kind is Kind.SIGNATURE and ev.line is not None and ev.line in highlighted:
+        weak = f" ({WEAK_NOTE})" if ev.weak else ""
+        text = f"signature {ev.signature!r} matched the highlighted line{weak}"
+    else:
+        text = ev.text
+    return " ".join(text.split())  # case texts carry newlines; a card line should not
 
 
 class CaseCard(Static, can_focus=True):

@@ -35,7 +35,11 @@ def _clip(text: str, lines: int = USER_LINES) -> Text:
     return t
 
 
-VERDICT_STYLE = {"confirmed": "bold red", "ruled out": "bold green", "inconclusive": "bold yellow", "skipped": "bold blue"}
+def verdict_style(verdict: str) -> str:
+    """How a check's verdict is shown, keyed by kb.runner's verdict names (loaded by then: the verdict came from it)."""
+    from kb.runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED
+
+    return {CONFIRMED: "bold red", RULED_OUT: "bold green", INCONCLUSIVE: "bold yellow", SKIPPED: "bold blue"}.get(verdict, "bold")
 
 
 class AnswerView(Vertical):
@@ -138,7 +142,7 @@ class Transcript(VerticalScroll):
         t = Text("check ")
         t.append(visible(result.name), style="bold")
         t.append(visible(f" of {result.case} ({case_title}): "))
-        t.append(result.verdict, style=VERDICT_STYLE.get(result.verdict, "bold"))
+        t.append(result.verdict, style=verdict_style(result.verdict))
         t.append(visible(f" — {result.reason}"), style="dim")
         following = self.at_bottom
         widget = Static(t, classes=f"check -{result.verdict.replace(' ', '-')}")

@@ -1,0 +1,81 @@
+"""Why a case matched, as typed evidence carried from the scorers to every view.
+
+Each scorer that found something about a case leaves one `Evidence`: its kind,
+the sentence a reader sees (`text`, which `kb search --json` still lists as
+`why`), the pasted line it matched when there is one, and the typed fields a
+view needs (the signature, the shared terms, the dense similarity) so that no
+view parses the sentence back. Views choose how to show each kind: the text
+output prints `text`, a card names the signature and points at the
+highlighted line, the incident report lists `text`.
+
+No imports from the rest of kb: the app's widgets read this before the engine loads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+LINE_SHOWN = 200  # characters of a matched line quoted in the sentence
+CASE_TEXT_SHOWN = 160  # characters of the closest case text quoted in the sentence
+WEAK_NOTE = "broad pattern: weak evidence"
+
+
+class Kind(str, Enum):
+    """What produced a piece of evidence (the value is what `--json` writes)."""
+
+    SIGNATURE = "signature"  # one of the case's signatures matched a pasted line (kb.signatures)
+    TERMS = "terms"  # query terms the case shares (kb.lexical, BM25)
+    DENSE = "dense"  # the case text closest to the query (kb.encoder, cosine)
+    STAGE = "stage"  # demoted: a start-up case, but the log got further (kb.logsearch, kb.stage)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One reason a case ranks where it does.
+
+    `line` is the pasted line the evidence rests on (signature hits), else None.
+    Only the fields of its kind are set; build one with the constructors below so
+    that `text` and the typed fields always agree.
+    """
+
+    kind: Kind
+    text: str
+    line: str | None = None
+    signature: str = ""  # SIGNATURE: the case's signature as written (`regex:` ones with their prefix)
+    weak: bool = False  # SIGNATURE: a broad or generic signature (kb.background), weak evidence
+    terms: tuple[str, ...] = ()  # TERMS: the shared terms as the user wrote them
+    similarity: float | None = None  # DENSE: the cosine of the closest case text
+    case_text: str = ""  # DENSE: that case text
+    stage: str = ""  # STAGE: how far the log got ("step 6", "checkpoint", ...)
+
+    @classmethod
+    def signature_hit(cls, signature: str, line: str, weak: bool = False) -> Evidence:
+        note = f" ({WEAK_NOTE})" if weak else ""
+        return cls(Kind.SIGNATURE, f"signature {signature!r} matched{note}: {line[:LINE_SHOWN]}", line, signature=signature, weak=weak)
+
+    @classmethod
+    def shared_terms(cls, terms: list[str] | tuple[str, ...]) -> Evidence:
+        return cls(Kind.TERMS, "shared terms: " + ", ".join(terms), terms=tuple(terms))
+
+    @classmethod
+    def dense_match(cls, similarity: float, case_text: str) -> Evidence:
+        return cls(Kind.DENSE, f"dense similarity {similarity:.2f} to: {case_text[:CASE_TEXT_SHOWN]}", similarity=similarity, case_text=case_text)
+
+    @classmethod
+    def stage_demotion(cls, stage: str) -> Evidence:
+        return cls(Kind.STAGE, f"demoted: a start-up case, but the log reached {stage}", stage=stage)
+
+    def to_json(self) -> dict[str, Any]:
+        """{kind, text, line} and the typed fields of its kind."""
+        out: dict[str, Any] = {"kind": self.kind.value, "text": self.text, "line": self.line}
+        if self.kind is Kind.SIGNATURE:
+            out.update(signature=self.signature, weak=self.weak)
+        elif self.kind is Kind.TERMS:
+            out["terms"] = list(self.terms)
+        elif self.kind is Kind.DENSE:
+            out.update(similarity=None if self.similarity is None else round(self.similarity, 4), case_text=self.case_text)
+        elif self.kind is Kind.STAGE:
+            out["stage"] = self.stage
+        return out
