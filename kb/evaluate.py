@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .calibration import Outcome, format_calibration, summarize
+from .logsearch import search_text
 from .search import SCORERS, Engine
 
 KS = (1, 3, 5)
@@ -96,7 +97,7 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
     fused_ranks: list[int | None] = []
     failures: list[dict[str, Any]] = []
     for q in in_scope:
-        ans = engine.search(q.query, k=5, use=tuple(scorers))
+        ans = search_text(engine, q.query, k=5, use=tuple(scorers))
         ids = [r.id for r in ans.results]
         rank = _rank(ids, q.expected)
         fused_ranks.append(rank)
@@ -106,7 +107,7 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
     report["scorers"]["fused"] = _metrics(fused_ranks)
     abstained_out = 0
     for q in out_scope:
-        ans = engine.search(q.query, k=5, use=tuple(scorers))
+        ans = search_text(engine, q.query, k=5, use=tuple(scorers))
         if ans.abstained:
             abstained_out += 1
         else:
@@ -138,7 +139,7 @@ def outcomes(engine: Engine, queries: list[EvalQuery], use: tuple[str, ...] = SC
     for q in queries:
         # covered: some loaded case resolves it (a row may also name a case this corpus lacks)
         covered = any(e in known for e in q.expected)
-        ans = engine.search(q.query, k=5, use=use)
+        ans = search_text(engine, q.query, k=5, use=use)
         top = ans.results[0] if ans.results else None
         out.append(Outcome(
             id=q.id, group=_group(q.source), covered=covered, declined=ans.abstained or top is None,

@@ -212,8 +212,30 @@ def parse(text: str, file: str = "", file_rank: int | None = None) -> list[LogLi
             line.role, line.why = "frame", ""  # the source line printed under a frame (`raise ChildFailedError(`)
         if line.role == "other" and (LAST_ERROR_RE.match(line.text.strip()) or (out and out[-1].text.strip() == "Last error:")):
             line.role = "cause"  # NCCL's own detail under torch's DistBackendError: `socketStartConnect: ... failed`
+        if line.role == "other" and _continues_message(out, line):
+            line.role = "cause"  # pydantic's `  Value error, ...` under `ValidationError: 1 validation error for ...`
         out.append(line)
     return out
+
+
+MAX_CONTINUATION = 3  # indented lines under an exception that carry its message
+# `full_key: data.train_files`, `actor_id: 7a8...`, `reference_type=DataCfg`: fields about the error, not its message
+FIELD_RE = re.compile(r"^\s+[\w.]+\s*[:=]\s*\S")
+
+
+def _continues_message(before: list[LogLine], line: LogLine) -> bool:
+    """An indented line right under an exception line (or under such a line) is part of its message:
+    pydantic and Hydra print the detail that names the cause there, indented."""
+    if not line.text[:1].isspace() or not line.text.strip() or FIELD_RE.match(line.text):
+        return False
+    run = 0
+    for prev in reversed(before):
+        if prev.role != "cause":
+            return False
+        if not prev.text[:1].isspace():
+            return _is_exception(prev.text) and run < MAX_CONTINUATION
+        run += 1
+    return False
 
 
 def _first_cause_rank(lines: list[LogLine]) -> int | None:
@@ -247,10 +269,36 @@ def reduce_lines(lines: list[LogLine]) -> Reduction:
             continue
         seen.add(key)
         red.kept.append(l)
-    red.kept = _order(red.kept, lines)[:MAX_KEPT]
+    red.kept = _order(red.kept, lines)
+    if red.kept and (BARE_NAME_RE.match(red.kept[0].text.strip()) or red.kept[0].role == "frame"):
+        # `AssertionError` with no message, or a paste that ends in a traceback: the source line
+        # of the innermost frame (`assert val.shape[0] == batch_size, ...`) is the message
+        bare = red.kept[0].role != "frame"
+        src = _innermost_source(lines, red.kept[0] if bare else None)
+        if src is not None and src not in red.kept:
+            red.kept.insert(0 if bare else len(red.kept), src)  # in log order: above the error, below the frames
+    red.kept = red.kept[:MAX_KEPT]
     red.frames_dropped = sum(1 for l in lines if l.role == "frame")
     red.context = own_frames(lines, red.kept[0]) if red.kept and red.kept[0].role != "frame" else []
     return red
+
+
+BARE_NAME_RE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b:?$")  # an exception printed without a message
+
+
+def _innermost_source(lines: list[LogLine], cause: LogLine | None) -> LogLine | None:
+    """The source line printed under the last `File "...", line N` frame above `cause` (the log's end if None)."""
+    end = len(lines) if cause is None else next((i for i, l in enumerate(lines) if l is cause), len(lines))
+    for i in range(end - 1, max(-1, end - 40), -1):
+        l = lines[i]
+        if FRAME_RES[0].match(l.text):
+            src = lines[i + 1] if i + 1 < end else None
+            if src is not None and src.role == "frame" and not FRAME_RES[0].match(src.text) and src.text.strip().strip("^~ "):
+                return src
+            return None
+        if l.role in ("cause", "timeout", "consequence"):
+            return None
+    return None
 
 
 LIBRARY_RE = re.compile(r"site-packages|dist-packages|/lib/python\d|/usr/lib|<frozen |\bthird_party/|/torch/(?:csrc|lib)/")

@@ -106,7 +106,40 @@ def test_a_hang_names_the_rank_that_did_not_time_out_and_its_last_line() -> None
 
 def test_frames_are_kept_when_they_are_all_there_is() -> None:
     a = analyse_text(FRAMES_ONLY)
-    assert a.reduction.kept_text and all(t.startswith("File ") for t in a.reduction.kept_text)
+    kept = a.reduction.kept_text
+    # the frames, then the innermost frame's source line: where the paste stopped
+    assert kept[-1] == "build()" and kept[:-1] and all(t.startswith("File ") for t in kept[:-1])
+
+
+BARE_ASSERT = """Traceback (most recent call last):
+  File "/venv/lib/python3.12/site-packages/vllm/model_executor/layers/linear.py", line 1087, in weight_loader
+    assert param_data.shape == loaded_weight.shape
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+AssertionError
+"""
+
+PYDANTIC = """Traceback (most recent call last):
+  File "/venv/lib/python3.12/site-packages/vllm/engine/arg_utils.py", line 1200, in create_engine_config
+    scheduler_config = SchedulerConfig(
+pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig
+  Value error, max_num_batched_tokens (8192) is smaller than max_model_len (131072). [type=value_error, input_value=ArgsKwargs((), {}), input_type=ArgsKwargs]
+    For further information visit https://errors.pydantic.dev/2.11/v/value_error
+INFO 12-02 10:00:00 [launcher.py:80] Shutting down
+"""
+
+
+def test_a_bare_assertion_error_keeps_the_assert_it_failed() -> None:
+    kept = analyse_text(BARE_ASSERT).reduction.kept_text
+    assert kept == ["assert param_data.shape == loaded_weight.shape", "AssertionError"]
+
+
+def test_an_exception_keeps_the_indented_message_under_it_but_not_its_fields() -> None:
+    kept = analyse_text(PYDANTIC).reduction.kept_text
+    assert kept[0] == "pydantic_core._pydantic_core.ValidationError: 1 validation error for SchedulerConfig"
+    assert any(t.startswith("Value error, max_num_batched_tokens (8192) is smaller") for t in kept)
+    assert not any("Shutting down" in t for t in kept)
+    fields = analyse_text("ray.exceptions.ActorDiedError: The actor died unexpectedly.\n\tclass_name: Worker\n\tpid: 42\nx\ny\n")
+    assert fields.reduction.kept_text == ["ray.exceptions.ActorDiedError: The actor died unexpectedly."]
 
 
 def test_a_timeout_is_a_consequence_when_a_cause_exists_elsewhere() -> None:

@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UsageError("-k must be at least 1")
-    from ..logsearch import LogInputError, analyse_files, analyse_text, is_log
+    from ..logsearch import LogInputError, analyse_files
 
     baseline = read_log_arg(args.baseline) if args.baseline is not None else None
     base_name = str(args.baseline) if args.baseline is not None else ""
@@ -45,7 +45,6 @@ def run(args: argparse.Namespace) -> int:
         query = analysis.query
     else:
         query = read_query(args.text, args.file)
-        analysis = analyse_text(query, baseline, base_name)
     from ..search import SCORERS, Engine
 
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
@@ -54,13 +53,12 @@ def run(args: argparse.Namespace) -> int:
         engine.load_dense()
     else:
         use = ("signature", "lexical")
-    from ..logsearch import search_analysis
+    from ..logsearch import search_analysis, search_text
 
-    if args.logs is not None or baseline is not None or is_log(query):
+    if args.logs is not None:
         answer = search_analysis(engine, analysis, k=args.k, use=use, fallback_text=query)
-    else:  # a short query is searched as typed; the log fields still come with it
-        answer = engine.search(query, k=args.k, use=use)
-        answer.extra.update(analysis.to_json())
+    else:  # the app's and `kb eval`'s path: a log through the log reader, a short query as typed
+        answer = search_text(engine, query, k=args.k, use=use, baseline=baseline, baseline_path=base_name)
     if args.json:
         print(dumps(answer.to_json(), indent=2))
     else:
