@@ -58,8 +58,10 @@ class Outcome:
 
 # "high" must be right >= 95 % of the time on queries kb has not seen, with at
 # most a couple wrong: the threshold is chosen where the held-out folds are
-# >= 97 % right, leaving room for the difference between folds and new queries.
-HIGH_HELD_OUT_PRECISION = 0.97
+# >= 98.5 % right, leaving room for the difference between folds and new queries
+# (at 97 % the fit on 421 answers gave 4 wrong "high" among 156 held out; the
+# issue's hidden sets allow 2).
+HIGH_HELD_OUT_PRECISION = 0.985
 
 def _share(a: int, b: int) -> float:
     return round(a / b, 4) if b else 0.0

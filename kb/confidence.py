@@ -7,7 +7,7 @@ top case is right. Its coefficients are fitted on labelled queries by
 `kb eval --fit` (benchmarks of the fit in docs/search.md) and stored in
 kb/confidence.json; at query time it is a dot product (numpy only).
 
-Levels: "high" where held-out precision was >= 0.97 (kb.calibration.HIGH_HELD_OUT_PRECISION); "low" below the line
+Levels: "high" where held-out precision was >= 0.985 (kb.calibration.HIGH_HELD_OUT_PRECISION); "low" below the line
 under which the held-out no-case queries fell; "medium" between.
 """
 
