@@ -55,18 +55,18 @@ def open_index(
     requested = Path(index_dir) if index_dir else default_index_dir()
     if not rebuild and not is_writable_dir(requested):
         # a shared, read-only index (an admin's, on a read-only mount) is used as it is while it is current
-        loaded = load_if_current(requested, folders, stats, identity, [f"index folder {requested} is read-only; using its index as it is"])
+        loaded = load_if_current(requested, folders, stats, identity, [f"index folder {requested} is read-only; using its index as it is"], any_model=not dense)
         if loaded is not None:
             return loaded
     root, notes = choose_root(index_dir)
     if not rebuild:
-        loaded = load_if_current(root, folders, stats, identity, notes)
+        loaded = load_if_current(root, folders, stats, identity, notes, any_model=not dense)
         if loaded is not None:
             return loaded
     try:
         with store.locked(root):
             if not rebuild:  # another process may have finished the update while we waited
-                loaded = load_if_current(root, folders, stats, identity, notes)
+                loaded = load_if_current(root, folders, stats, identity, notes, any_model=not dense)
                 if loaded is not None:
                     return loaded
             moved = store.set_aside_bad_current(root)

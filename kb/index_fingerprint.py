@@ -48,11 +48,19 @@ def versions() -> dict[str, int]:
     return {"tokenizer_version": TOKENIZER_VERSION, "doc_version": DOC_VERSION}
 
 
-def is_current(manifest: dict[str, Any], folders: list[Path], stats: dict[str, list[int]], identity: dict[str, Any]) -> bool:
-    """The manifest was made from these folders, case files and model, by this tokenizer and document builder."""
+def is_current(
+    manifest: dict[str, Any], folders: list[Path], stats: dict[str, list[int]], identity: dict[str, Any], any_model: bool = False
+) -> bool:
+    """The manifest was made from these folders, case files and model, by this tokenizer and document builder.
+
+    `any_model`: the caller will not use the dense model (`--no-dense`), so an index built with one serves too.
+    """
     if manifest.get("folders") != [str(f) for f in folders] or manifest.get("file_stats") != stats:
         return False
-    if manifest.get("model_identity") != identity:
+    built_with = manifest.get("model_identity") or {}
+    # a search without the dense model (`--no-dense`) reads only documents and BM25, which a dense
+    # index has too: rebuilding it without vectors would cost the next dense search a full re-embed
+    if not any_model and built_with != identity:
         return False
     if manifest.get("tokenizer_version") != TOKENIZER_VERSION or manifest.get("doc_version") != DOC_VERSION:
         return False  # documents or BM25 tokens made another way (vectors of unchanged texts are reused)

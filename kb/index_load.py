@@ -148,7 +148,7 @@ def load_previous(root: Path, notes: list[str]) -> LoadedIndex | None:
 
 
 def load_if_current(
-    root: Path, folders: list[Path], stats: dict[str, list[int]], identity: dict[str, Any], notes: list[str]
+    root: Path, folders: list[Path], stats: dict[str, list[int]], identity: dict[str, Any], notes: list[str], any_model: bool = False
 ) -> LoadedIndex | None:
     """The live generation if it was made from these case files and model and its files are sound, else None (with a note why)."""
     gen = store.current_generation(root)
@@ -156,7 +156,7 @@ def load_if_current(
         return None
     try:
         manifest = store.read_manifest(gen)
-        if not index_fingerprint.is_current(manifest, folders, stats, identity):
+        if not index_fingerprint.is_current(manifest, folders, stats, identity, any_model):
             return None
         dense = manifest.get("dense", {})
         if dense.get("enabled") and model_export.export_check(root / "models", dense.get("weights_sha256", "")) is None:

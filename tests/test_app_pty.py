@@ -9,6 +9,7 @@ screen back through a terminal emulator (pyte) at 80x24 and 160x45.
 from __future__ import annotations
 
 import re
+import shutil
 import time
 
 import pytest
@@ -25,11 +26,18 @@ NCCL = "unhandled system error (run with NCCL_DEBUG=INFO for details)"
 
 
 @pytest.fixture
-def terminal(engine, shared_index_dir):
+def terminal(engine, shared_index_dir, tmp_path):
     opened: list[Terminal] = []
 
     def start(cols: int, rows: int, *args: str) -> Terminal:
-        term = Terminal(cols, rows, shared_index_dir, *args)
+        index_dir = shared_index_dir
+        if "--cases" in args:
+            # an extra folder changes what the index holds: a copy, or every other test's
+            # search would wait while the session's index is rebuilt with and without it
+            index_dir = tmp_path / "index"
+            if not index_dir.exists():
+                shutil.copytree(shared_index_dir, index_dir, ignore=shutil.ignore_patterns(".lock"))
+        term = Terminal(cols, rows, index_dir, *args)
         opened.append(term)
         # the status line's "245 cases": the index is open (the welcome text says "cases" too)
         term.wait_for(lambda s: "Paste an error" in s and re.search(r"\d+ cases", s) is not None, "the app's first screen")

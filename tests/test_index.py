@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +15,8 @@ from kb import store
 from kb.index import open_index
 from kb.model import ModelError, ModelSpec, resolve_model, sha256_file, verify_weights
 from kb.search import Engine
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CASE = """---
 id: {id}
@@ -76,6 +81,23 @@ def test_changed_case_is_reembedded_alone_and_found(team_index) -> None:
     assert updated.status.rebuilt == ["team-widget-crash"]
     eng = Engine(updated)
     assert eng.search("GadgetError: the sprocket jammed").results[0].id == "team-widget-crash"
+
+
+def test_a_search_without_the_model_reuses_the_dense_index(team_index) -> None:
+    """`--no-dense` once must not rebuild the index without vectors (the next dense search
+    would re-embed every case); a dense search after a no-dense build does rebuild."""
+    index_dir, team = team_index
+    dense = open_index([team], index_dir=index_dir, progress=False)
+    plain = open_index([team], index_dir=index_dir, progress=False, dense=False)
+    assert plain.generation == dense.generation and plain.status.rebuilt == []
+    again = open_index([team], index_dir=index_dir, progress=False)
+    assert again.generation == dense.generation and again.dense_available
+    res = subprocess.run([sys.executable, "-m", "kb.cli", "search", "--no-dense", "--json", "--cases", str(team), "--index-dir", str(index_dir),
+                          "WidgetError: the frobnicator overheated"], capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["results"][0]["id"] == "team-widget-crash" and out["dense"] is False
+    assert store.current_generation(index_dir) == dense.generation
 
 
 def test_kb_env_var_adds_folders(team_index, monkeypatch) -> None:
