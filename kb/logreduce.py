@@ -220,7 +220,7 @@ def parse(text: str, file: str = "", file_rank: int | None = None) -> list[LogLi
 
 MAX_CONTINUATION = 3  # indented lines under an exception that carry its message
 # `full_key: data.train_files`, `actor_id: 7a8...`, `reference_type=DataCfg`: fields about the error, not its message
-FIELD_RE = re.compile(r"^\s+[\w.]+\s*[:=]\s*\S")
+FIELD_RE = re.compile(r"^\s+[\w.]+\s*[:=]\s*\S|^\s+For further information visit https?://")  # ... and pydantic's link
 
 
 def _continues_message(before: list[LogLine], line: LogLine) -> bool:
