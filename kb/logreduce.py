@@ -292,12 +292,19 @@ def _innermost_source(lines: list[LogLine], cause: LogLine | None) -> LogLine | 
     for i in range(end - 1, max(-1, end - 40), -1):
         l = lines[i]
         if FRAME_RES[0].match(l.text):
-            src = lines[i + 1] if i + 1 < end else None
-            if src is not None and src.role == "frame" and not FRAME_RES[0].match(src.text) and src.text.strip().strip("^~ "):
-                return src
-            return None
+            return _source_under(lines, i, end)
         if l.role in ("cause", "timeout", "consequence"):
             return None
+    return None
+
+
+def _source_under(lines: list[LogLine], frame: int, end: int) -> LogLine | None:
+    """The source line Python prints under the `File "...", line N` frame at `frame` (before `end`), if any."""
+    if frame + 1 >= end:
+        return None
+    src = lines[frame + 1]
+    if src.role == "frame" and not FRAME_RES[0].match(src.text) and src.text.strip().strip("^~ "):
+        return src
     return None
 
 
@@ -320,8 +327,8 @@ def own_frames(lines: list[LogLine], cause: LogLine) -> list[LogLine]:
         if l.file != cause.file or l.role in ("cause", "timeout", "consequence"):
             break
         if l.role == "frame" and FRAME_RES[0].match(l.text) and not LIBRARY_RE.search(l.text):
-            src = lines[i + 1] if i + 1 < idx and lines[i + 1].role == "frame" and not FRAME_RES[0].match(lines[i + 1].text) else None
-            picked[:0] = [l] + ([src] if src is not None and src.text.strip().strip("^~ ") else [])
+            src = _source_under(lines, i, idx)
+            picked[:0] = [l] + ([src] if src is not None else [])
             if sum(1 for p in picked if FRAME_RES[0].match(p.text)) >= MAX_CONTEXT_FRAMES:
                 break
     return picked

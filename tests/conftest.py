@@ -105,7 +105,7 @@ def _start_shared_index_build(config: pytest.Config) -> None:
 
 
 def _wants_shared_index(config: pytest.Config) -> bool:
-    return "not slow" not in (config.getoption("markexpr", "") or "").replace("  ", " ")
+    return "not slow" not in (config.getoption("markexpr", "") or "")
 
 
 @pytest.hookimpl(trylast=True)  # after the tmp_path plugin has set up the base temp
