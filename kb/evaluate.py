@@ -21,7 +21,7 @@ from typing import Any
 
 from .calibration import Outcome, format_calibration, summarize
 from .logsearch import search_text
-from .search import SCORERS, Engine
+from .search import SCORERS, Answer, Engine
 
 KS = (1, 3, 5)
 
@@ -96,8 +96,11 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
         report["scorers"][scorer] = _metrics(ranks)
     fused_ranks: list[int | None] = []
     failures: list[dict[str, Any]] = []
+    # one search per query, as a user makes it; recall, abstention and calibration all read it
+    answers = [search_text(engine, q.query, k=5, use=tuple(scorers)) for q in queries]
+    answer_of = {id(q): a for q, a in zip(queries, answers)}
     for q in in_scope:
-        ans = search_text(engine, q.query, k=5, use=tuple(scorers))
+        ans = answer_of[id(q)]
         ids = [r.id for r in ans.results]
         rank = _rank(ids, q.expected)
         fused_ranks.append(rank)
@@ -107,7 +110,7 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
     report["scorers"]["fused"] = _metrics(fused_ranks)
     abstained_out = 0
     for q in out_scope:
-        ans = search_text(engine, q.query, k=5, use=tuple(scorers))
+        ans = answer_of[id(q)]
         if ans.abstained:
             abstained_out += 1
         else:
@@ -123,7 +126,7 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
         "recall": abstained_out / len(out_scope) if out_scope else 1.0,
     }
     report["failures"] = failures
-    report["calibration"] = summarize(outcomes(engine, queries, tuple(scorers)), sum(1 for q in queries if q.in_scope),
+    report["calibration"] = summarize(outcomes(engine, queries, tuple(scorers), answers), sum(1 for q in queries if q.in_scope),
                                       sum(1 for q in queries if q.in_scope and q.expected and all(e in known for e in q.expected)))
     return report
 
@@ -132,14 +135,16 @@ def _group(source: str) -> str:
     return source.split("#")[0].rstrip("/")  # one thread, whichever comment was quoted
 
 
-def outcomes(engine: Engine, queries: list[EvalQuery], use: tuple[str, ...] = SCORERS) -> list[Outcome]:
-    """kb's top answer to every query, for calibration and the confidence fit."""
+def outcomes(engine: Engine, queries: list[EvalQuery], use: tuple[str, ...] = SCORERS,
+             answers: list[Answer] | None = None) -> list[Outcome]:
+    """kb's top answer to every query, for calibration and the confidence fit (`answers`: the
+    searches already made, one per query in order)."""
     known = {d["id"] for d in engine.docs}
     out = []
-    for q in queries:
+    for n, q in enumerate(queries):
         # covered: some loaded case resolves it (a row may also name a case this corpus lacks)
         covered = any(e in known for e in q.expected)
-        ans = search_text(engine, q.query, k=5, use=use)
+        ans = answers[n] if answers is not None else search_text(engine, q.query, k=5, use=use)
         top = ans.results[0] if ans.results else None
         out.append(Outcome(
             id=q.id, group=_group(q.source), covered=covered, declined=ans.abstained or top is None,
