@@ -31,6 +31,12 @@ class Kind(str, Enum):
     STAGE = "stage"  # demoted: a start-up case, but the log got further (kb.logsearch, kb.stage)
 
 
+def quoted(text: str) -> str:
+    """`text` in quotes as written: repr() would double every backslash of a regex signature."""
+    quote = '"' if "'" in text and '"' not in text else "'"
+    return f"{quote}{text}{quote}"
+
+
 @dataclass(frozen=True)
 class Evidence:
     """One reason a case ranks where it does.
@@ -53,7 +59,7 @@ class Evidence:
     @classmethod
     def signature_hit(cls, signature: str, line: str, weak: bool = False) -> Evidence:
         note = f" ({WEAK_NOTE})" if weak else ""
-        return cls(Kind.SIGNATURE, f"signature {signature!r} matched{note}: {line[:LINE_SHOWN]}", line, signature=signature, weak=weak)
+        return cls(Kind.SIGNATURE, f"signature {quoted(signature)} matched{note}: {line[:LINE_SHOWN]}", line, signature=signature, weak=weak)
 
     @classmethod
     def shared_terms(cls, terms: list[str] | tuple[str, ...]) -> Evidence:

@@ -105,3 +105,15 @@ def test_incident_report_lists_the_top_results_evidence() -> None:
     conv = Conversation(turns=[Turn(LINE, LINE, answer=Answer(LINE, False, [result(evs)], extract(LINE), [LINE], False))])
     md = render_report(conv)
     assert "Why `nccl-x` matched:\n\n" + "\n".join(f"- {e.text}" for e in evs) + "\n" in md
+
+
+def test_a_regex_signature_is_shown_as_written_not_with_doubled_backslashes() -> None:
+    from tui.widgets.card import render_card
+
+    sig = r"regex:NCCL error in: \S*ProcessGroupNCCL\.cpp:\d+"
+    ev = Evidence.signature_hit(sig, LINE)
+    assert f"signature '{sig}' matched" in ev.text and "\\\\" not in ev.text
+    text = render_card(1, result([ev])).plain
+    assert f"signature '{sig}' matched the highlighted line" in text and "\\\\S" not in text
+    # a signature holding a single quote is quoted with double quotes, not escaped
+    assert Evidence.signature_hit("can't start new thread", LINE).text.startswith("signature \"can't start new thread\" matched")

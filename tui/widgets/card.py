@@ -10,7 +10,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Static
 
-from kb.evidence import WEAK_NOTE, Evidence, Kind
+from kb.evidence import WEAK_NOTE, Evidence, Kind, quoted
 from kb.paths import builtin_cases_dir
 from kb.safe_text import visible
 
@@ -80,7 +80,7 @@ def evidence_line(ev: Evidence, highlighted: set[str]) -> str:
     highlights points at it instead of quoting it again."""
     if ev.kind is Kind.SIGNATURE and ev.line is not None and ev.line in highlighted:
         weak = f" ({WEAK_NOTE})" if ev.weak else ""
-        text = f"signature {ev.signature!r} matched the highlighted line{weak}"
+        text = f"signature {quoted(ev.signature)} matched the highlighted line{weak}"
     else:
         text = ev.text
     return " ".join(text.split())  # case texts carry newlines; a card line should not
