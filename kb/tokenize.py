@@ -9,7 +9,11 @@
   searchable without a segmenter;
 - a light suffix stripper folds plurals and -ing/-ed forms of plain words;
 - hyphens and underscores inside an identifier are the same token, so a CLI
-  flag finds its config key (`--tensor-parallel-size` -> `tensor_parallel_size`).
+  flag finds its config key (`--tensor-parallel-size` -> `tensor_parallel_size`);
+- a file path loses its install prefix (`/root/miniconda3/lib/python3.10/site-packages/`):
+  where a package is installed says nothing about the error, and its rare words
+  (`miniconda3`, `site`, `root`) matched whichever case quoted a traceback from a
+  similar machine. What follows `site-packages/` is kept, else the last three parts.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import re
 
 # Bump when tokens change: the index keeps each case's tokens and rebuilds its
 # BM25 matrices when this differs from the version it was built with.
-TOKENIZER_VERSION = 2
+TOKENIZER_VERSION = 3
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN_RE = re.compile(rf"[{_CJK}]+|[A-Za-z0-9_][A-Za-z0-9_.\-]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _CJK_RE = re.compile(rf"^[{_CJK}]+$")
@@ -56,9 +60,30 @@ def _cjk_tokens(run: str) -> list[str]:
     return chars + [a + b for a, b in zip(chars, chars[1:])]
 
 
+# An absolute path of three or more parts (POSIX or Windows).
+# Not a URL's path (`://host/...`) nor a relative one (`verl/trainer/...`).
+_PATH_RE = re.compile(r"(?<![:/\\\w.~-])(?:[A-Za-z]:)?(?:[/\\][\w.+@~-]+){3,}[/\\]?")
+_INSTALL_DIRS = ("site-packages", "dist-packages")
+PATH_PARTS_KEPT = 3
+
+
+def _package_relative(match: re.Match[str]) -> str:
+    parts = [p for p in re.split(r"[/\\]", match.group(0)) if p]
+    for i in range(len(parts) - 1, -1, -1):
+        if parts[i] in _INSTALL_DIRS:
+            return " " + "/".join(parts[i + 1:]) + " "
+    return " " + "/".join(parts[-PATH_PARTS_KEPT:]) + " "
+
+
+def strip_install_prefixes(text: str) -> str:
+    """`text` with each absolute path cut to the part that names code, not a machine."""
+    return _PATH_RE.sub(_package_relative, text)
+
+
 def tokenize(text: str) -> list[str]:
     """Tokens for BM25, in order, with repeats (term frequency matters)."""
     out: list[str] = []
+    text = strip_install_prefixes(text)
     for m in _TOKEN_RE.finditer(text):
         tok = m.group(0)
         if _CJK_RE.match(tok):

@@ -75,3 +75,16 @@ def test_cli_flag_and_config_key_are_one_token() -> None:
     from kb.tokenize import display_terms
 
     assert display_terms(["tensor_parallel_size"], "--gpu-memory-utilization --tensor-parallel-size 16") == ["tensor-parallel-size"]
+
+
+def test_an_install_prefix_says_nothing_about_the_error() -> None:
+    # two users with the same failure, installed in different places, give the same tokens
+    a = tokenize('File "/root/miniconda3/lib/python3.10/site-packages/verl/protocol.py", line 27, in <module>')
+    b = tokenize('File "/usr/local/lib/python3.12/dist-packages/verl/protocol.py", line 27, in <module>')
+    assert a == b and "protocol" in a and "verl" in a
+    assert not {"miniconda3", "root", "site", "usr", "python3.10"} & set(a)
+    # a source checkout keeps the last three parts of the path; URLs and relative paths are left whole
+    assert {"ppo", "ray_trainer.py"} <= set(tokenize('File "/home/me/src/verl/verl/trainer/ppo/ray_trainer.py", line 9'))
+    assert "home" not in tokenize('File "/home/me/src/verl/verl/trainer/ppo/ray_trainer.py"')
+    assert {"github.com", "verl_project"} <= set(tokenize("https://github.com/verl-project/verl/issues/12"))
+    assert "recipe" in tokenize("recipe/dapo/src/main_dapo.py")
