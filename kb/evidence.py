@@ -29,6 +29,7 @@ class Kind(str, Enum):
     TERMS = "terms"  # query terms the case shares (kb.lexical, BM25)
     DENSE = "dense"  # the case text closest to the query (kb.encoder, cosine)
     STAGE = "stage"  # demoted: a start-up case, but the log got further (kb.logsearch, kb.stage)
+    NEAR_MISS = "near_miss"  # a pasted line has a signature's words but other quoted names (kb.near_miss)
 
 
 def quoted(text: str) -> str:
@@ -55,6 +56,8 @@ class Evidence:
     similarity: float | None = None  # DENSE: the cosine of the closest case text
     case_text: str = ""  # DENSE: that case text
     stage: str = ""  # STAGE: how far the log got ("step 6", "checkpoint", ...)
+    case_name: str = ""  # NEAR_MISS: the name the case's signature quotes
+    pasted_name: str = ""  # NEAR_MISS: the name the pasted line quotes in its place
 
     @classmethod
     def signature_hit(cls, signature: str, line: str, weak: bool = False) -> Evidence:
@@ -73,6 +76,15 @@ class Evidence:
     def stage_demotion(cls, stage: str) -> Evidence:
         return cls(Kind.STAGE, f"demoted: a start-up case, but the log reached {stage}", stage=stage)
 
+    @classmethod
+    def near_miss(cls, signature: str, line: str, case_name: str, pasted_name: str) -> Evidence:
+        return cls(
+            Kind.NEAR_MISS,
+            f"not the same name: this case is about {quoted(case_name)}, the paste names {quoted(pasted_name)} "
+            f"in the same message: {line[:LINE_SHOWN]}",
+            line, signature=signature, case_name=case_name, pasted_name=pasted_name,
+        )
+
     def to_json(self) -> dict[str, Any]:
         """{kind, text, line} and the typed fields of its kind."""
         out: dict[str, Any] = {"kind": self.kind.value, "text": self.text, "line": self.line}
@@ -84,4 +96,6 @@ class Evidence:
             out.update(similarity=None if self.similarity is None else round(self.similarity, 4), case_text=self.case_text)
         elif self.kind is Kind.STAGE:
             out["stage"] = self.stage
+        elif self.kind is Kind.NEAR_MISS:
+            out.update(signature=self.signature, case_name=self.case_name, pasted_name=self.pasted_name)
         return out

@@ -25,6 +25,7 @@ from .confidence import ConfidenceFeatures, Level, Model, ModelFileError, load_m
 from .documents import CaseDoc
 from .evidence import Evidence
 from .index import LoadedIndex, open_index
+from .near_miss import near_miss
 from .provenance import Origin, OriginMap
 from .signals import Signals, extract
 from .signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
@@ -361,6 +362,7 @@ class Engine:
             results[0].confidence, results[0].p_right = level, p
             for r in results[1:]:  # a runner-up is never more certain than the top answer
                 r.confidence = "low" if level == "low" or r.score < results[0].score - w.runner_up_gap else "medium"
+        self._mark_near_misses(results, raw)
         if abstain and stack.foreign:
             abstained = True
         nearest = results[:3] if abstained else []
@@ -400,6 +402,21 @@ class Engine:
 
             self._weak = cached_weak_signatures(self.docs, self.index.generation, WEAK_CROSS_CHECK_MAX_CASES)
         return self._weak
+
+    def _mark_near_misses(self, results: list[Result], raw: RawScores) -> None:
+        """A case whose signature's words a pasted line has, with other quoted names, is told as such,
+        and such a top answer is not "high": the same message about another module or key is
+        another problem (kb.near_miss)."""
+        lines = [l.text for l in raw.signals.error_lines] or raw.signals.focus_text.splitlines()
+        for rank, r in enumerate(results):
+            if raw.hits.get(r.id):
+                continue
+            miss = near_miss(lines, self.docs[self._position[r.id]]["signatures"])
+            if miss is None:
+                continue
+            r.evidence.insert(0, Evidence.near_miss(miss.signature, miss.line, miss.case_name, miss.pasted_name))
+            if rank == 0 and r.confidence == "high":
+                r.confidence = "medium"  # runner-ups are already below the top answer
 
     def _demote_harmless(self, raw: RawScores, fused: np.ndarray) -> None:
         """A case about a benign message (tag `harmless`) ranks below any case whose signature
