@@ -24,6 +24,7 @@ from .logreduce import LogLine, Reduction, parse, reduce_lines
 from .ranks import RankVerdict, verdict
 from .signals import read_log
 from .stage import Stage, contradicts, detect
+from .user_words import leading_words
 
 if TYPE_CHECKING:
     from .search import Answer, Engine
@@ -189,9 +190,13 @@ def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tupl
     # (they tell `entropy_from_logits` OOM from any OOM); outer frames are context only
     if frames:
         query = "\n".join(frames[-2:]) + "\n" + query  # in log order: the frame is printed above the error
+    # a sentence the user typed above the pasted log names the failure too (kb.user_words)
+    words = leading_words(fallback_text) if analysis.query and not analysis.files else ""
+    if words:
+        query = words + "\n" + query
     answer = engine.search(query, context="\n".join([*frames[:-2], context] if context else frames[:-2]), **kwargs)
     if analysis.query or not query:
-        answer.searched_for = analysis.reduction.kept_text
+        answer.searched_for = [*words.splitlines(), *analysis.reduction.kept_text]
     docs = {d["id"]: d for d in engine.docs}
     demoted = []
     for r in answer.results:

@@ -1,0 +1,44 @@
+"""The sentence a user typed above a pasted log is searched with its error lines (kb.user_words)."""
+
+from __future__ import annotations
+
+from kb.user_words import is_prose, leading_words
+
+TRACE = """Traceback (most recent call last):
+  File "/opt/conda/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", line 657, in __init__
+    self.llm = LLM(
+  File "/opt/conda/lib/python3.11/site-packages/vllm/entrypoints/llm.py", line 243, in __init__
+    self.llm_engine = LLMEngine.from_engine_args(
+ValueError: something failed
+"""
+
+
+def test_the_words_above_a_log_are_kept_and_the_log_is_not() -> None:
+    assert leading_words("GRPO max_num_batched_tokens hardcoded\n" + TRACE) == "GRPO max_num_batched_tokens hardcoded"
+    assert leading_words("训练到第 55 步报错\n请问怎么解决\n" + TRACE) == "训练到第 55 步报错\n请问怎么解决"
+    assert leading_words(TRACE) == ""  # a log alone has no user words
+    # at most three lines, and they stop at the first log or code line
+    assert leading_words("rollout hangs here\nafter two steps\nwith vllm engine\nand sglang too\n" + TRACE).count("\n") == 2
+    assert leading_words("GRPO fails like this\npython train.py --x 1 \\\n" + TRACE) == "GRPO fails like this"
+
+
+def test_log_and_code_lines_are_not_prose() -> None:
+    for line in [
+        'File "/x/y.py", line 3, in f', "Traceback (most recent call last):", "Original Traceback (most recent call last):",
+        "ValueError: bad value here", "INFO 01-12 17:24:20 [core.py:769] Starting engine", "(WorkerDict pid=1) loading",
+        "[rank0]: NCCL error", "training_args = GRPOConfig(max_prompt_length=6144)", "python3 -m verl.trainer.main_ppo \\",
+        "--model_name_or_path Qwen/Qwen3-1.7B", "2024-01-01 00:00:00 starting", "see https://github.com/x/y",
+        "x", "",
+    ]:
+        assert not is_prose(line), line
+    for line in ["Having issues with vLLM for GRPO", "GRPO训练报错", "Multi-GPU training deadlocks at initialization"]:
+        assert is_prose(line), line
+
+
+def test_a_pasted_log_is_searched_with_the_users_words(engine) -> None:
+    from kb.logsearch import search_text
+
+    answer = search_text(engine, "Rollout with vllm max_num_batched_tokens smaller than max_model_len\n" + TRACE)
+    assert answer.searched_for[0] == "Rollout with vllm max_num_batched_tokens smaller than max_model_len"
+    assert "max_num_batched_tokens" in answer.query
+    assert answer.results and answer.results[0].id == "vllm-max-num-batched-tokens-lt-max-model-len"
