@@ -102,7 +102,7 @@ def summarize(outcomes: list[Outcome], in_scope_rows: int, covered_rows: int) ->
     ece, bins = ece_bins([o.p for o in scored], [o.right for o in scored])  # type: ignore[misc]
     stacks: dict[str, int] = {}
     for o in outcomes:
-        if o.stack != "python":
+        if o.stack not in ("python", "unknown"):
             stacks[o.stack] = stacks.get(o.stack, 0) + 1
     return {
         "levels": levels,

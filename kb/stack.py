@@ -90,23 +90,69 @@ _FOREIGN: list[tuple[str, str, int]] = [
     # .NET
     ("dotnet", r"^\s*at [\w.<>`]+\(.*\) in \S+\.cs:line \d+", 2),
     ("dotnet", r"\bSystem\.(?:NullReference|InvalidOperation|IO\.\w+)Exception\b", 2),
+    ("dotnet", r"\bA \.NET application failed\b|^Unhandled exception\. System\.|\.NET Runtime\b", 2),
+    # JVM exception classes outside java.* (com.x.FooException: ...), Gradle, Tomcat
+    ("java", r"^(?:com|org|net|io)\.[\w$]+\.[\w.$]+(?:Exception|Error): ", 2),
+    ("java", r"^\s*FAILURE: Build failed with an exception|^\s*\* What went wrong:|\bGradle build daemon\b", 2),
+    ("java", r"\btomcat\s*\d*\s+service error\b", 2),
+    # Redis / MySQL server crash reports
+    ("redis", r"=== REDIS BUG REPORT START|\bredis-server\b", 2),
+    ("mysql", r"\bmysqld\((?:my_print_stacktrace|handle_fatal_signal|_Z\w+)|where mysqld died\b", 2),
+    # Elasticsearch
+    ("elasticsearch", r"\bsearch_phase_execution_exception\b|\bsearch _ phase _ execution _ exception\b", 2),
+    # Apache httpd in syslog / Windows
+    ("apache", r"\bhttpd(?:\[\d+\])?: httpd: |\bhttpd\.exe\b", 2),
+    # nginx / node native backtraces (gdb)
+    ("nginx", r"^#\d+\s+(?:0x[0-9a-f]+ in )?ngx_\w+ \(", 2),
+    ("node", r"\bin (?:node|v8)::\w+|^Thread \d+ \"(?:node|npm)\" received signal", 2),
+    ("node", r"^\d+ (?:error|verbose|silly) (?:argv \".*npm|npm\s+v\d|node v\d)", 2),
+    # Ansible, Terraform
+    ("ansible", r"^ERROR! |^fatal: \[[\w.-]+\]: (?:FAILED|UNREACHABLE)!|\bansible-playbook\b", 2),
+    ("terraform", r"TERRAFORM CRASH|^Terraform crashed!|^\W*Error: .*\bterraform\b", 2),
+    # Apple crash reports and tools, Windows crash dialogs
+    ("macos", r"^Exception Type:\s+EXC_|^Crashed Thread:\s+\d+|^Termination Signal:\s", 2),
+    ("macos", r"\.xib: Internal error\b|\bbugreport\.apple\.com\b", 2),
+    ("windows", r"\bAPPCRASH\b|^Faulting application name:", 2),
+    # sanitizers of C/C++ programs, Emacs Lisp, BYOND (DreamMaker) game servers
+    ("sanitizer", r"\bThreadSanitizer: ", 2),
+    ("emacs", r"^\(\"emacs\"|^eval-buffer: |^Debugger entered--Lisp error:", 2),
+    ("byond", r"^\s*(?:\[\d\d:\d\d:\d\d\])?\s*source file: \S+\.dm,\d+|^\s*(?:\[\d\d:\d\d:\d\d\])?proc name: ", 2),
 ]
 
+# Python frames inside frameworks that are not verl's stack: a traceback that runs only
+# through them (and names none of our libraries) is another project's, though it is Python.
+_PYTHON_OTHER_RE = re.compile(
+    r'^\s*File "(?:[^"]*[/\\])?(django|flask|werkzeug|celery|airflow|scout_apm|fastapi|starlette|sqlalchemy|scrapy|tensorflow|keras|jax|jaxlib|sklearn|streamlit|gradio)[/\\]',
+    re.MULTILINE,
+)
+
+_OUR_LIBRARIES = r"\b(?:verl|vllm|sglang|megatron|deepspeed|flash_attn|flash-attn|transformers|torch|pytorch|nccl|NCCL|cuda|CUDA|cudnn|triton|hydra|omegaconf|fsdp|FSDP|ray::|raylet|RayTaskError|ActorDiedError|accelerate|peft|safetensors|tokenizer|huggingface|hf_hub|wandb|ppo|grpo|GRPO|PPO|rollout|actor_rollout_ref|TaskRunner|WorkerDict)\b"
 # Evidence the paste is from our stack: Python tracebacks and our libraries' names.
 _OURS: list[tuple[str, int]] = [
     (r"^Traceback \(most recent call last\):", 2),
     (r'^\s*File "[^"]+\.py", line \d+', 2),
-    (r"\b(?:verl|vllm|sglang|megatron|deepspeed|flash_attn|flash-attn|transformers|torch|pytorch|nccl|NCCL|cuda|CUDA|cudnn|triton|hydra|omegaconf|fsdp|FSDP|ray::|raylet|RayTaskError|ActorDiedError|accelerate|peft|safetensors|tokenizer|huggingface|hf_hub|wandb|ppo|grpo|GRPO|PPO|rollout|actor_rollout_ref|TaskRunner|WorkerDict)\b", 1),
+    (_OUR_LIBRARIES, 1),
     (r"\b(?:pip|pip3|conda|python3?|uv) (?:install|-m)\b", 1),
     (r"\b\w+Error: |\bModuleNotFoundError\b|\bImportError\b", 1),
 ]
 
 _FOREIGN_RES = [(name, re.compile(p, re.MULTILINE | re.IGNORECASE if name in {"kubernetes"} else re.MULTILINE), w) for name, p, w in _FOREIGN]
 _OURS_RES = [(re.compile(p, re.MULTILINE), w) for p, w in _OURS]
+_OUR_LIBRARIES_RE = re.compile(_OUR_LIBRARIES)
 MAX_SCAN_CHARS = 200_000  # markers sit in the first lines of a paste; a huge log is ours by volume anyway
 
 LABELS = {
     "python": "Python (verl's stack)",
+    "unknown": "no marker of any stack",
+    "python-other": "Python (another framework)",
+    "elasticsearch": "Elasticsearch",
+    "ansible": "Ansible",
+    "terraform": "Terraform",
+    "macos": "macOS / Xcode crash report",
+    "windows": "Windows crash report",
+    "sanitizer": "C/C++ sanitizer",
+    "emacs": "Emacs",
+    "byond": "BYOND (DreamMaker)",
     "node": "Node.js / npm",
     "java": "Java / JVM",
     "go": "Go",
@@ -129,14 +175,14 @@ LABELS = {
 
 @dataclass(frozen=True)
 class StackVerdict:
-    name: str  # "python" (ours) or a foreign stack's key
+    name: str  # "python" (ours), "unknown" (no marker either way, searched as ours) or a foreign stack's key
     evidence: str  # the line that gave it away
     foreign_score: int
     ours_score: int
 
     @property
     def foreign(self) -> bool:
-        return self.name != "python"
+        return self.name not in ("python", "unknown")
 
     @property
     def label(self) -> str:
@@ -174,11 +220,15 @@ def detect(text: str) -> StackVerdict:
         if hits:
             ours += w * min(len(hits), 3)
             ours_line = ours_line or _line_at(text, hits[0].start())
+    other = _PYTHON_OTHER_RE.search(text)
+    if other and not _OUR_LIBRARIES_RE.search(text):
+        # Python, but every framework it names is someone else's (Django, Celery, Airflow, TensorFlow...)
+        return StackVerdict("python-other", _line_at(text, other.start()), max(ours, 2) + 1, ours)
     if not scores:
-        return StackVerdict("python", ours_line, 0, ours)
+        return StackVerdict("python" if ours else "unknown", ours_line, 0, ours)
     name = max(scores, key=lambda k: scores[k])
     best = scores[name]
     # foreign only with a marker only that stack prints, and more of it than of ours
     if best >= 2 and best > ours:
         return StackVerdict(name, evidence[name], best, ours)
-    return StackVerdict("python", ours_line, best, ours)
+    return StackVerdict("python" if ours else "unknown", ours_line, best, ours)

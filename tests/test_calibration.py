@@ -36,7 +36,7 @@ from kb.confidence import (
     pick_high,
 )
 from kb.documents import build_doc
-from kb.stack import detect
+from kb.stack import LABELS, detect
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -99,11 +99,30 @@ def _other_stack_rows() -> list[dict]:
     return [json.loads(line) for line in OTHER_STACKS_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+# Rows of eval/other-stacks.jsonl that carry no marker of their stack: genuine Python tracebacks
+# (IPython, pandas, skrub) and one-line messages any program could print. They are searched as
+# ours and must be declined on their scores.
+NO_STACK_MARKER = {"os022", "os026", "os027", "os030", "os036", "os039", "os047", "os056"}
+
+
 def test_real_other_stack_reports_are_recognised() -> None:
     rows = _other_stack_rows()
-    assert len(rows) >= 15 and all(r["source"].startswith("https://github.com/") and r["expected"] == [] for r in rows)
-    missed = [r["id"] for r in rows if not detect(r["query"]).foreign]
-    assert missed == []
+    assert len(rows) >= 50 and all(r["source"].startswith("https://github.com/") and r["expected"] == [] for r in rows)
+    missed = {r["id"] for r in rows if not detect(r["query"]).foreign}
+    assert missed == NO_STACK_MARKER
+
+
+def test_a_paste_without_any_marker_is_not_called_verls_stack() -> None:
+    # a Terraform or Emacs line kb does not recognise is "unknown", not "Python (verl's stack)"
+    verdict = detect("Wrong number of arguments ( 3. 3 ), 2")
+    assert verdict.name == "unknown" and not verdict.foreign and verdict.label != LABELS["python"]
+    assert detect("RuntimeError: CUDA error: an illegal memory access was encountered").name == "python"
+
+
+def test_python_of_another_framework_is_foreign_unless_it_names_our_libraries() -> None:
+    django = 'Traceback (most recent call last):\n  File "/venv/lib/python3.13/site-packages/django/core/handlers/exception.py", line 57, in inner\nValueError: x'
+    assert detect(django).name == "python-other"
+    assert not detect(django + "\n  File \"/venv/lib/python3.11/site-packages/torch/nn/modules/module.py\", line 1\n").foreign
 
 
 @pytest.mark.parametrize("text", [TORCH_PORT, DOCKER_PIP, NCCL, "training hangs after the first rollout"])
@@ -361,7 +380,10 @@ def test_other_stack_pastes_are_declined_and_say_which_stack(engine, name: str) 
 def test_real_other_stack_reports_are_declined(engine) -> None:
     for row in _other_stack_rows():
         ans = engine.search(row["query"])
-        assert ans.abstained and ans.stack is not None and ans.stack.foreign, row["id"]
+        if row["id"] in NO_STACK_MARKER:  # nothing says whose it is: declined, or at most a "low" guess
+            assert ans.abstained or ans.results[0].confidence == "low", row["id"]
+        else:
+            assert ans.abstained and ans.stack is not None and ans.stack.foreign, row["id"]
 
 
 @pytest.mark.slow
