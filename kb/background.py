@@ -57,6 +57,16 @@ GENERIC_WORDS = frozenset(
     """.split()
 )
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|\d+")
+# Lines PyTorch prints with every CUDA error of its kind, whatever the cause: the
+# words around them are generic too (any device assert; any asynchronous CUDA error).
+GENERIC_PHRASES = (
+    "device-side assert triggered",
+    "CUDA kernel errors might be asynchronously reported at some other API call",
+    "so the stacktrace below might be incorrect",
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions",
+)
+_GENERIC_PHRASES_RE = re.compile("|".join(re.escape(p) for p in GENERIC_PHRASES), re.IGNORECASE)
 
 
 def default_healthy_dir() -> Path | None:
@@ -98,6 +108,7 @@ class Finding:
 def specific_chars(signature: str) -> int:
     """Characters of the signature's words that are not generic vocabulary."""
     text = readable_regex(signature[len(REGEX_PREFIX):]) if signature.startswith(REGEX_PREFIX) else signature
+    text = _GENERIC_PHRASES_RE.sub(" ", text)
     return sum(len(w) for w in _WORD_RE.findall(text) if w.lower().strip(".") not in GENERIC_WORDS and not w.isdigit())
 
 
@@ -231,7 +242,7 @@ WEAK_CACHE = "weak-signatures.json"
 def _weak_key(docs: list[CaseDoc], cross: bool) -> str:
     """What the weak set depends on: the cases' matched texts and these rules."""
     h = hashlib.sha256()
-    rules = [sorted(GENERIC_WORDS), MIN_SPECIFIC_LITERAL, MIN_SPECIFIC_REGEX, cross]
+    rules = [sorted(GENERIC_WORDS), list(GENERIC_PHRASES), MIN_SPECIFIC_LITERAL, MIN_SPECIFIC_REGEX, cross]
     h.update(json.dumps(rules).encode())
     for d in docs:
         h.update(json.dumps([d["id"], d["title"], d["symptoms"], d["signatures"], d.get("tags", [])], ensure_ascii=False).encode())

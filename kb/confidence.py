@@ -61,8 +61,10 @@ class ConfidenceFeatures:
         """The same features with a broad signature's lift taken out (a broad hit cannot make "high" alone)."""
         if not self.sig_weak_only:
             return self
-        return ConfidenceFeatures(0.0, 0.0, self.sig_rival, self.lexical, self.dense, min(self.fused, self.lexical * 0.3 + self.dense * 0.4),
-                        self.margin, self.error_line, self.foreign, self.error_line)
+        fused = min(self.fused, self.lexical * 0.3 + self.dense * 0.4)
+        second = self.fused - self.margin  # the runner-up's score does not change; the lead the broad hit gave does
+        return ConfidenceFeatures(0.0, 0.0, self.sig_rival, self.lexical, self.dense, fused,
+                                  min(self.margin, fused - second), self.error_line, self.foreign, self.error_line)
 
 
 @dataclass(frozen=True)

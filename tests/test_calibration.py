@@ -275,6 +275,19 @@ def test_a_weak_signature_alone_cannot_make_high() -> None:
     assert model.level(strong)[0] == "high"
     level, p = model.level(weak)
     assert p >= 0.8 and level != "high"
+    # nor the lead over the runner-up that the broad hit alone gave it
+    by_margin = Model(np.array([0.0] * (len(FEATURES) - 4) + [6.0, 0.0, 0.0, 0.0]), -1.0, 0.8, 0.2, {})
+    lead = ConfidenceFeatures(sig_weak_only=1.0, fused=0.9, margin=0.7, lexical=0.3, dense=0.3)
+    assert by_margin.p(lead) >= 0.8 and by_margin.level(lead)[0] != "high"
+    assert by_margin.p(lead.without_weak()) < 0.8
+
+
+def test_the_lines_pytorch_prints_with_every_cuda_error_are_generic() -> None:
+    from kb.background import specific_chars
+
+    assert specific_chars("device-side assert triggered") < 4
+    assert specific_chars("CUDA kernel errors might be asynchronously reported at some other API call") < 4
+    assert specific_chars("srcIndex < srcSelectDimSize") >= 4  # the assert that names the failing kernel stays specific
 
 
 # ---------------------------------------------------------------- calibration figures and the fit
