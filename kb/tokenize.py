@@ -24,9 +24,9 @@ import re
 # Bump when tokens change: the index keeps each case's tokens and rebuilds its
 # BM25 matrices when this differs from the version it was built with.
 TOKENIZER_VERSION = 3
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
-_TOKEN_RE = re.compile(rf"[{_CJK}]+|[A-Za-z0-9_][A-Za-z0-9_.\-]*[A-Za-z0-9_]|[A-Za-z0-9]")
-_CJK_RE = re.compile(rf"^[{_CJK}]+$")
+CJK_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Chinese characters, for the tokenizer and kb.user_words
+_TOKEN_RE = re.compile(rf"[{CJK_RANGES}]+|[A-Za-z0-9_][A-Za-z0-9_.\-]*[A-Za-z0-9_]|[A-Za-z0-9]")
+_CJK_RE = re.compile(rf"^[{CJK_RANGES}]+$")
 _CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 _NUMBERISH_RE = re.compile(r"^(?:\d+(?:\.\d+)*|0x[0-9a-f]+|[0-9a-f]{8,})$")
 
@@ -164,7 +164,7 @@ def display_terms(terms: list[str], text: str, limit: int = 8) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     cjk_runs: list[str] = []
-    for m in re.finditer(rf"[{_CJK}]+", text):
+    for m in re.finditer(rf"[{CJK_RANGES}]+", text):
         run = m.group(0)
         start = None
         for i in range(len(run) - 1):

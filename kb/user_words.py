@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import re
 
+from .signals import ANSI_RE, CONTROL_RE
+from .tokenize import CJK_RANGES
+
 MAX_LINES = 3
 MAX_CHARS = 300
 MIN_WORDS = 2
-_CJK = "\u3400-\u4dbf\u4e00-\u9fff"
 _WORD_RE = re.compile(r"[A-Za-z][A-Za-z_'\-]+")
-_CJK_RE = re.compile(rf"[{_CJK}]")
+_CJK_RE = re.compile(rf"[{CJK_RANGES}]")
 # What a log or code line starts with or holds: frames, prefixes, timestamps, assignments, calls.
 _NOT_PROSE_RE = re.compile(
     r"^\s*(?:File \"|at |\(|\[|\{|<|#|\$|>>>|-|\d|[A-Z]{3,}\b\s*[:\[|]|[\w.]+(?:Error|Exception|Warning)\b"
@@ -36,7 +38,9 @@ def is_prose(line: str) -> bool:
 def leading_words(text: str) -> str:
     """The prose lines that open `text`, before its first log or code line (at most 3)."""
     out: list[str] = []
-    for line in text.lstrip("\n").split("\n")[: MAX_LINES + 1]:
+    for raw in text.lstrip("\n").split("\n")[: MAX_LINES + 1]:
+        # escape codes and control characters are not words (and must not reach the query or a view)
+        line = CONTROL_RE.sub("", ANSI_RE.sub("", raw))
         if not line.strip():
             if out:
                 break

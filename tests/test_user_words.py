@@ -42,3 +42,8 @@ def test_a_pasted_log_is_searched_with_the_users_words(engine) -> None:
     assert answer.searched_for[0] == "Rollout with vllm max_num_batched_tokens smaller than max_model_len"
     assert "max_num_batched_tokens" in answer.query
     assert answer.results and answer.results[0].id == "vllm-max-num-batched-tokens-lt-max-model-len"
+
+
+def test_escape_codes_in_the_users_words_do_not_reach_the_query() -> None:
+    words = leading_words("\x1b[31mrollout hangs after step two\x1b[0m\x07\n" + TRACE)
+    assert words == "rollout hangs after step two"
