@@ -77,11 +77,16 @@ def _rank(result_ids: list[str], expected: list[str]) -> int | None:
     return None
 
 
+def _loaded(q: EvalQuery, known: set[str]) -> bool:
+    """The row names cases and every one of them is loaded (so recall can be measured on it)."""
+    return bool(q.expected) and all(e in known for e in q.expected)
+
+
 def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
     known = {d["id"] for d in engine.docs}
-    in_scope = [q for q in queries if q.expected and all(e in known for e in q.expected)]
+    in_scope = [q for q in queries if _loaded(q, known)]
     out_scope = [q for q in queries if not q.expected]
-    skipped = [q.id for q in queries if q.expected and not all(e in known for e in q.expected)]
+    skipped = [q.id for q in queries if q.expected and not _loaded(q, known)]
     scorers = [s for s in SCORERS if s != "dense" or engine.dense_ready]
     report: dict[str, Any] = {
         "queries": len(queries),
@@ -98,9 +103,9 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
     failures: list[dict[str, Any]] = []
     # one search per query, as a user makes it; recall, abstention and calibration all read it
     answers = [search_text(engine, q.query, k=5, use=tuple(scorers)) for q in queries]
-    answer_of = {id(q): a for q, a in zip(queries, answers)}
-    for q in in_scope:
-        ans = answer_of[id(q)]
+    for q, ans in zip(queries, answers):
+        if not _loaded(q, known):  # in-scope rows first; skipped ones not at all
+            continue
         ids = [r.id for r in ans.results]
         rank = _rank(ids, q.expected)
         fused_ranks.append(rank)
@@ -109,8 +114,9 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
                              "top_score": round(ans.results[0].score, 3) if ans.results else None})
     report["scorers"]["fused"] = _metrics(fused_ranks)
     abstained_out = 0
-    for q in out_scope:
-        ans = answer_of[id(q)]
+    for q, ans in zip(queries, answers):
+        if q.expected:
+            continue
         if ans.abstained:
             abstained_out += 1
         else:
@@ -127,7 +133,7 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
     }
     report["failures"] = failures
     report["calibration"] = summarize(outcomes(engine, queries, tuple(scorers), answers), sum(1 for q in queries if q.in_scope),
-                                      sum(1 for q in queries if q.in_scope and q.expected and all(e in known for e in q.expected)))
+                                      sum(1 for q in queries if q.in_scope and _loaded(q, known)))
     return report
 
 
