@@ -59,6 +59,9 @@ GENERIC_WORDS = frozenset(
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|\d+")
 # Lines PyTorch prints with every CUDA error of its kind, whatever the cause: the
 # words around them are generic too (any device assert; any asynchronous CUDA error).
+# Texts as PyTorch's c10_cuda_check_implementation (c10/cuda/CUDAException.cpp) appends
+# them to every CUDA error, quoted verbatim in reports such as verl#421 (eval/reports.jsonl repA-067);
+# "device-side assert triggered" is the CUDA runtime's description of cudaErrorAssert.
 GENERIC_PHRASES = (
     "device-side assert triggered",
     "CUDA kernel errors might be asynchronously reported at some other API call",
