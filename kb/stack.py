@@ -223,6 +223,7 @@ def detect(text: str) -> StackVerdict:
     other = _PYTHON_OTHER_RE.search(text)
     if other and not _OUR_LIBRARIES_RE.search(text):
         # Python, but every framework it names is someone else's (Django, Celery, Airflow, TensorFlow...)
+        # the frames decide, not the weights: its score is reported as just above ours
         return StackVerdict("python-other", _line_at(text, other.start()), max(ours, 2) + 1, ours)
     if not scores:
         return StackVerdict("python" if ours else "unknown", ours_line, 0, ours)
