@@ -69,6 +69,9 @@ class Plan:
     interpreter_desc: str  # e.g. "/usr/bin/python3 (first python3 on PATH)"
     code: str  # final code; placeholders still visible while something is missing or invalid
     invalid: dict[str, str] = field(default_factory=dict)  # name -> why its value does not fit its type
+    # bash checks: the target Python that `python` and `python3` name inside the script, so a
+    # `python - <<'PY'` step runs where `needs: py:...` was checked (and where --python points)
+    shell_python: str = ""
 
     @property
     def ready(self) -> bool:
@@ -149,7 +152,8 @@ def interpreter_for(check: Check, python: str | None = None) -> tuple[list[str],
         tp = target_python(python)
         return [tp.path], f"{tp.path} ({tp.source})"
     bash = which("bash") or "bash"  # absolute PATH entries only: never a ./bash
-    return [bash], f"{bash} (bash, with your shell's environment)"
+    tp = target_python(python)
+    return [bash], f"{bash} (bash, with your shell's environment; python and python3 in it: {tp.path} ({tp.source}))"
 
 
 def plan_check(case: Case, check: Check, params: Mapping[str, str] | None = None, python: str | None = None) -> Plan:
@@ -157,7 +161,8 @@ def plan_check(case: Case, check: Check, params: Mapping[str, str] | None = None
     invalid = invalid_values(case, values)
     argv, desc = interpreter_for(check, python)
     code = check.code if missing or invalid else substitute(check, values, case)
-    return Plan(case, check, values, missing, argv, desc, code, invalid)
+    shell_python = "" if check.lang == "python" else target_python(python).path
+    return Plan(case, check, values, missing, argv, desc, code, invalid, shell_python)
 
 
 # Python exits with status 1 on an uncaught exception, which the verdict mapping
@@ -179,6 +184,16 @@ except BaseException:
     sys.stderr.flush()
     sys.exit(%d)
 """ % PY_CRASH_EXIT
+
+
+def _python_first_on_path(env: dict[str, str], workdir: Path, python: str) -> None:
+    """`python` and `python3` in a bash check run `python` (links in the check's private folder)."""
+    shims = workdir / "bin"
+    shims.mkdir(mode=0o700)
+    for name in ("python", "python3"):
+        (shims / name).symlink_to(python)
+    env["PATH"] = f"{shims}{os.pathsep}{env.get('PATH', os.defpath)}"
+    env["KB_PYTHON"] = python
 
 
 def verdict_for(returncode: int, lang: str = "bash") -> tuple[str, str]:
@@ -442,6 +457,8 @@ def _execute(
     env[contain.GRACE_VAR] = f"{kill_grace:g}"
     if check.lang == "python":
         env["PYTHONUNBUFFERED"] = "1"  # so a python check's output streams instead of arriving at exit
+    elif plan.shell_python and os.path.exists(plan.shell_python):
+        _python_first_on_path(env, Path(workdir), plan.shell_python)
     sink = _Sink(on_output, output_cap, stream_cap)
     start = time.monotonic()
     try:

@@ -462,3 +462,19 @@ def test_kb_run_interactive_no_runs_nothing(two_checks, capsys, monkeypatch):
     assert kb("run", "demo", "--cases", str(folder), "--param", "word=x") == 1
     assert "Nothing was run" in capsys.readouterr().out
     assert not marker.exists()
+
+
+def test_python_in_a_bash_check_is_the_interpreter_kb_shows(write_case, tmp_path: Path) -> None:
+    # a `python - <<'PY'` step of a bash check runs where --python points and `needs: py:...` was checked,
+    # not whatever python comes first on the user's PATH
+    venv_python = tmp_path / "venv" / "bin" / "python3.99"
+    venv_python.parent.mkdir(parents=True)
+    venv_python.symlink_to(sys.executable)
+    code = 'echo "python=$(readlink -f "$(command -v python)") python3=$(readlink -f "$(command -v python3)") KB_PYTHON=$KB_PYTHON"'
+    r = run_one(write_case, code, python=str(venv_python))
+    assert r.verdict == RULED_OUT, r.output
+    real = os.path.realpath(sys.executable)
+    assert f"python={real} python3={real} KB_PYTHON={venv_python}" in r.output
+    folder = write_case("two", [("bash {name=c timeout=10}", "true")])
+    plan = plan_check(load(folder, "two"), load(folder, "two").checks[0], python=str(venv_python))
+    assert f"python and python3 in it: {venv_python} (--python)" in plan.interpreter_desc
