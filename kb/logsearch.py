@@ -164,20 +164,21 @@ def analyse_files(root: Path, baseline: str | None = None, baseline_path: str = 
 
 
 def search_text(engine: Engine, text: str, k: int = 5, use: tuple[str, ...] | None = None, context: str = "",
-                baseline: str | None = None, baseline_path: str = "") -> Answer:
+                baseline: str | None = None, baseline_path: str = "", typed: bool = True) -> Answer:
     """What the app and `kb search` do with a paste: a log goes through the log reader, a short query is searched as typed.
 
-    `baseline` (a good run's text) sets aside the lines it also printed, as `kb search --baseline` does."""
+    `baseline` (a good run's text) sets aside the lines it also printed, as `kb search --baseline` does.
+    `typed` is False for text read from a file or a pipe: its first lines are the log's, not a person's words."""
     analysis = analyse_text(text, baseline, baseline_path)
     if baseline is not None or (is_log(text) and analysis.query):
-        return search_analysis(engine, analysis, k=k, use=use, fallback_text=text, context=context)
+        return search_analysis(engine, analysis, k=k, use=use, fallback_text=text, context=context, typed=typed)
     answer = engine.search(text, k=k, context=context, use=use) if use is not None else engine.search(text, k=k, context=context)
     answer.extra.update(analysis.to_json())
     return answer
 
 
 def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tuple[str, ...] | None = None,
-                    fallback_text: str = "", context: str = "") -> Answer:
+                    fallback_text: str = "", context: str = "", typed: bool = True) -> Answer:
     """Rank cases for the analysed log; stage-contradicting cases go below the others."""
     kwargs: dict[str, Any] = {"k": k + 5}
     if use is not None:
@@ -191,7 +192,7 @@ def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tupl
     if frames:
         query = "\n".join(frames[-2:]) + "\n" + query  # in log order: the frame is printed above the error
     # a sentence the user typed above the pasted log names the failure too (kb.user_words)
-    words = leading_words(fallback_text) if analysis.query and not analysis.files else ""
+    words = leading_words(fallback_text) if typed and analysis.query and not analysis.files else ""
     if words:
         query = words + "\n" + query
     answer = engine.search(query, context="\n".join([*frames[:-2], context] if context else frames[:-2]), **kwargs)

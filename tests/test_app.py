@@ -324,7 +324,8 @@ async def test_huge_paste_is_kept_aside(engine: Engine) -> None:
 
 async def test_pasted_log_path_loads_the_file(engine: Engine, tmp_path: Path) -> None:
     log = tmp_path / "train.log"
-    log.write_text("INFO starting\n" * 100 + NCCL + "\n", encoding="utf-8")
+    # the file's first line reads like a sentence; it is the program's, not the user's words
+    log.write_text("Starting the rollout workers now\n" + "INFO starting\n" * 100 + NCCL + "\n", encoding="utf-8")
     assert pasted_path(f"  {log}\n") == log
     app = KbApp(engine=engine, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:
@@ -337,6 +338,7 @@ async def test_pasted_log_path_loads_the_file(engine: Engine, tmp_path: Path) ->
         await pilot.press("enter")
         await wait_until(pilot, lambda: not app.chat.conv.turns[0].pending)
         assert app.chat.latest_cards()[0].result.id == "nccl-unhandled-system-error"
+        assert "Starting the rollout workers now" not in app.chat.conv.turns[0].answer.searched_for
 
 
 # ---------------------------------------------------------------- checks

@@ -47,3 +47,26 @@ def test_a_pasted_log_is_searched_with_the_users_words(engine) -> None:
 def test_escape_codes_in_the_users_words_do_not_reach_the_query() -> None:
     words = leading_words("\x1b[31mrollout hangs after step two\x1b[0m\x07\n" + TRACE)
     assert words == "rollout hangs after step two"
+
+
+def test_a_log_read_from_a_file_has_no_user_words(engine) -> None:
+    # A log file's opening lines are the program's, not a person's: `kb search --file` and a pipe pass typed=False.
+    from kb.logsearch import search_text
+
+    log = "Rollout with vllm max_num_batched_tokens smaller than max_model_len\n" + TRACE
+    answer = search_text(engine, log, typed=False)
+    assert "Rollout with vllm max_num_batched_tokens smaller than max_model_len" not in answer.searched_for
+    assert "max_num_batched_tokens smaller" not in answer.query
+
+
+def test_kb_search_file_does_not_search_the_logs_first_line_as_user_words(tmp_path, shared_index_dir, capsys) -> None:
+    import json
+
+    from kb.cli import main
+
+    log = tmp_path / "run.log"
+    log.write_text("Starting the rollout workers now\n" + TRACE)
+    main(["search", "--no-dense", "--json", "--index-dir", str(shared_index_dir), "--file", str(log)])
+    assert "Starting the rollout workers now" not in json.loads(capsys.readouterr().out)["searched_for"]
+    main(["search", "--no-dense", "--json", "--index-dir", str(shared_index_dir), "Starting the rollout workers now\n" + TRACE])
+    assert "Starting the rollout workers now" in json.loads(capsys.readouterr().out)["searched_for"]

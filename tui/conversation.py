@@ -32,6 +32,7 @@ class Turn:
     error: str = ""
     cancelled: bool = False
     baseline: Path | None = None  # the conversation's baseline when this turn was sent
+    typed: bool = True  # False when the message starts with an attached log file (its first lines are not the user's words)
 
     @property
     def pending(self) -> bool:

@@ -58,7 +58,9 @@ def run(args: argparse.Namespace) -> int:
     if args.logs is not None:
         answer = search_analysis(engine, analysis, k=args.k, use=use, fallback_text=query)
     else:  # the app's and `kb eval`'s path: a log through the log reader, a short query as typed
-        answer = search_text(engine, query, k=args.k, use=use, baseline=baseline, baseline_path=base_name)
+        # text from --file or a pipe is a log: its opening lines are not the user's own words
+        typed = args.file is None and args.text not in ([], ["-"])
+        answer = search_text(engine, query, k=args.k, use=use, baseline=baseline, baseline_path=base_name, typed=typed)
     if args.json:
         print(dumps(answer.to_json(), indent=2))
     else:

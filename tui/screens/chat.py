@@ -119,6 +119,8 @@ class ChatScreen(Screen[None]):
     def _search(self, idx: int, text: str, attachments: dict[str, Attachment], context: str) -> None:
         worker = get_current_worker()
         turn = self.conv.turns[idx]
+        # a message that opens with an attached log file has no words of the user's above the log
+        turn.typed = not any(att.path is not None and text.lstrip().startswith(token) for token, att in attachments.items())
         # Fill in big pastes and log files here, off the UI thread (a file may be 100s of MB).
         for token, att in attachments.items():
             try:
@@ -140,7 +142,8 @@ class ChatScreen(Screen[None]):
             return
         use = SCORERS if engine.dense_ready else FAST
         # a pasted log goes through the log reader
-        answer = search_text(engine, text, k=TOP_K, use=use, context=context, baseline=base, baseline_path=str(turn.baseline or ""))
+        answer = search_text(engine, text, k=TOP_K, use=use, context=context, baseline=base, baseline_path=str(turn.baseline or ""),
+                             typed=turn.typed)
         if not worker.is_cancelled:
             self.post_message(SearchDone(idx, answer))
 
@@ -153,12 +156,14 @@ class ChatScreen(Screen[None]):
         from kb.logsearch import search_text
         from kb.search import SCORERS
 
-        baseline = self.conv.turns[idx].baseline if idx < len(self.conv.turns) else None
+        turn = self.conv.turns[idx] if idx < len(self.conv.turns) else None
+        baseline = turn.baseline if turn is not None else None
         try:
             base = self._baseline_text(baseline)
         except OSError:
             return  # the first search already said why
-        answer = search_text(engine, text, k=TOP_K, use=SCORERS, context=context, baseline=base, baseline_path=str(baseline or ""))
+        answer = search_text(engine, text, k=TOP_K, use=SCORERS, context=context, baseline=base, baseline_path=str(baseline or ""),
+                             typed=turn.typed if turn is not None else True)
         if not worker.is_cancelled:
             self.post_message(SearchDone(idx, answer, reranked=True))
 
