@@ -47,7 +47,10 @@ def test_attribute_error_on_one_rank_at_step_4() -> None:
     assert a.verdict.suspect == 1, a.verdict.why
     assert a.reduction.kept_text == ["AttributeError: 'Trainer' object has no attribute 'scheduler'"]
     cons = " | ".join(f"{l.text} <{l.why}>" for l in a.reduction.consequences)
-    assert "Connection closed by peer" in cons and "a peer lost its connection" in cons
+    # rank 0 reports the lost connection only when it reaches the collective before the launcher's
+    # SIGTERM lands (a race a loaded machine loses); when it does, that line is a consequence
+    if "Connection closed by peer" in log:
+        assert "Connection closed by peer" in cons and "a peer lost its connection" in cons
     assert "closing signal SIGTERM" in cons and "ChildFailedError" in cons
     # the stage is the last step the log shows: step 4's own line may not be flushed
     # before rank 1 dies (a race between the ranks' stdout), then the log shows step 3
