@@ -25,6 +25,8 @@ import numpy as np
 
 from .confidence import (
     FEATURES,
+    L2,
+    LOW_NOCASE_SHARE,
     ConfidenceFeatures,
     Level,
     Model,
@@ -279,9 +281,10 @@ def fit(outcomes: list[Outcome], k: int = 5, sources: list[str] | None = None) -
                       "no_case": len(nocase_all), "declined": sum(1 for o in outcomes if o.declined),
                       "left_out_case_not_loaded": sum(1 for o in outcomes if o.unloaded)},
         "held_out": held_out,
-        "how": "logistic regression (L2 0.05, gradient descent), features of the top case; thresholds from "
-               "held-out predictions: high = lowest p (>= 0.5) whose held-out answers at or above it are >= 95 % right, low = 90th percentile "
-               "of the no-case queries' p",
+        # written from the constants the fit used, so the model file cannot describe another fit
+        "how": f"logistic regression (L2 {L2:g}, gradient descent), features of the top case; thresholds from "
+               f"held-out predictions: high = lowest p (>= 0.5) whose held-out answers at or above it are "
+               f">= {HIGH_HELD_OUT_PRECISION:.1%} right, low = {LOW_NOCASE_SHARE:.0%} quantile of the no-case queries' p",
     }
     return Model(w, float(b), high, low, meta), held_out
 

@@ -129,7 +129,11 @@ def load_model(path: Path = MODEL_PATH) -> Model:
 # ---------------------------------------------------------------- fitting (numpy only)
 
 
-def fit_logistic(X: np.ndarray, y: np.ndarray, l2: float = 0.003, iters: int = 20000, lr: float = 1.0) -> tuple[np.ndarray, float]:
+L2 = 0.003  # regularisation of the fit (kept small: ten features, ~470 labelled answers)
+LOW_NOCASE_SHARE = 0.9  # `low` below the p that this share of no-case queries stays under
+
+
+def fit_logistic(X: np.ndarray, y: np.ndarray, l2: float = L2, iters: int = 20000, lr: float = 1.0) -> tuple[np.ndarray, float]:
     """Weights and bias of an L2-regularised logistic regression, by gradient descent."""
     n, d = X.shape
     w = np.zeros(d)
@@ -174,7 +178,7 @@ def pick_high(p: np.ndarray, right: np.ndarray, precision: float = 0.95, max_wro
     return best
 
 
-def pick_low(p_nocase: np.ndarray, share: float = 0.9) -> float:
+def pick_low(p_nocase: np.ndarray, share: float = LOW_NOCASE_SHARE) -> float:
     """A p threshold under which at least `share` of the no-case queries fall."""
     if len(p_nocase) == 0:
         return 0.5
