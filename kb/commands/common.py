@@ -27,11 +27,13 @@ def read_log_arg(name: str | Path) -> str:
         raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from exc
 
 
-def read_query(words: list[str], file: Path | None) -> str:
+def read_query(words: list[str], file: Path | None) -> tuple[str, bool]:
+    """The query text, and whether a person typed it (False for --file and standard input: a log's
+    opening lines are the program's, not the user's words)."""
     if file is not None:
-        return read_log_arg(file)
+        return read_log_arg(file), False
     if words == ["-"] or (not words and not sys.stdin.isatty()):
-        return read_log_arg("-")
+        return read_log_arg("-"), False
     if not words:
         raise UsageError("give the error text, '-' to read standard input, or --file LOG")
-    return " ".join(words)
+    return " ".join(words), True

@@ -42,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
             analysis = analyse_files(args.logs, baseline, base_name)
         except LogInputError as exc:
             raise UsageError(str(exc)) from exc
-        query = analysis.query
+        query, typed = analysis.query, False
     else:
-        query = read_query(args.text, args.file)
+        query, typed = read_query(args.text, args.file)
     from ..search import SCORERS, Engine
 
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
@@ -56,10 +56,8 @@ def run(args: argparse.Namespace) -> int:
     from ..logsearch import search_analysis, search_text
 
     if args.logs is not None:
-        answer = search_analysis(engine, analysis, k=args.k, use=use, fallback_text=query)
+        answer = search_analysis(engine, analysis, k=args.k, use=use, fallback_text=query, typed=typed)
     else:  # the app's and `kb eval`'s path: a log through the log reader, a short query as typed
-        # text from --file or a pipe is a log: its opening lines are not the user's own words
-        typed = args.file is None and args.text not in ([], ["-"])
         answer = search_text(engine, query, k=args.k, use=use, baseline=baseline, baseline_path=base_name, typed=typed)
     if args.json:
         print(dumps(answer.to_json(), indent=2))
