@@ -274,7 +274,7 @@ def cached_weak_signatures(docs: list[CaseDoc], folder: Path | None, max_cross_c
     else:
         weak = {(f.case_id, f.signature): f"generic: {f.detail}" for f in generic_findings(docs)}
     if path is not None:
-        from .store import atomic_write_bytes
+        from .atomic_files import atomic_write_bytes
 
         try:
             data = json.dumps({"key": key, "weak": [[c, s, why] for (c, s), why in sorted(weak.items())]}, ensure_ascii=False)

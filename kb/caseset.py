@@ -176,7 +176,7 @@ def validate_check_syntax(case: Case) -> list[Problem]:
 def validate_regex_cost(case: Case) -> list[Problem]:
     """Regex signatures that could backtrack catastrophically (nested repeats, slow on probes)."""
     from .casefile import REGEX_PREFIX
-    from .signatures import regex_risk
+    from .regex_analysis import regex_risk
 
     problems: list[Problem] = []
     file_lines: list[str] | None = None

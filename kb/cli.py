@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from .commands.common import add_index_options
 from .crash import guarded
@@ -21,8 +22,15 @@ COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "trust"
 __all__ = ["EXIT_CRASH", "EXIT_NEGATIVE", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 
 
-def _top_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class _QuietParser(argparse.ArgumentParser):
+    """A parser that raises instead of printing usage and exiting: for a first look at argv."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ValueError(message)
+
+
+def _top_parser(cls: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser = cls(
         prog="kb",
         description="Offline knowledge base of error cases for verl / LLM post-training. Run without arguments to open the app.",
     )
@@ -52,10 +60,31 @@ def _app_args(argv: list[str]) -> argparse.Namespace | None:
     return args
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _command_named(argv: list[str]) -> str | None:
+    """The command argv names, read past the top-level options (None if unsure).
+
+    Importing every command module costs a cold `kb search` a fifth of its time
+    (doctor, history, runner, trust, ...), so a named command loads only its own.
+    """
+    if any(a in ("-h", "--help", "--version") for a in argv):
+        # the quiet parser would act on these itself; a command's own --help still loads only it
+        first = next((a for a in argv if a in COMMANDS), None)
+        return first if first is not None and argv.index(first) < min(argv.index(a) for a in argv if a in ("-h", "--help", "--version")) else None
+    parser = _top_parser(_QuietParser)
+    parser.add_argument("command", nargs="?")
+    parser.add_argument("rest", nargs=argparse.REMAINDER)
+    try:
+        args, _ = parser.parse_known_args(argv)
+    except (ValueError, SystemExit):  # SystemExit: --help / --version act in the full parser
+        return None
+    return args.command if args.command in COMMANDS else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with `only` the top-level options and that one command."""
     parser = _top_parser()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
+    for name in [only] if only else COMMANDS:
         try:
             module = importlib.import_module(f"kb.commands.{name}")
         except ModuleNotFoundError as exc:
@@ -80,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     fast = _app_args(argv)
     if fast is not None:
         return guarded(open_app, fast)
-    parser = build_parser()
+    parser = build_parser(only=_command_named(argv))
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on bad usage, 0 on --help

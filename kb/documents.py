@@ -10,16 +10,17 @@ import re
 from typing import TypedDict
 
 from .casefile import REGEX_PREFIX, Case
+from .regex_analysis import required_literal
 
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
-DOC_VERSION = 2
+DOC_VERSION = 3  # 3: regex_required
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
 
-class CaseDoc(TypedDict):
+class _CaseDocBase(TypedDict):
     id: str
     title: str
     category: str
@@ -32,6 +33,12 @@ class CaseDoc(TypedDict):
     dense_kinds: list[str]
     content_hash: str
     kind: str  # "curated" or "light"
+
+
+class CaseDoc(_CaseDocBase, total=False):
+    # regex signature -> the casefolded literal it requires ("" if none is certain), read at index
+    # time so a cold query does not parse every pattern; absent in indexes built before it
+    regex_required: dict[str, str]
 
 
 def readable_regex(pattern: str) -> str:
@@ -134,4 +141,5 @@ def build_doc(case: Case) -> CaseDoc:
         dense_kinds=kinds,
         content_hash=case.content_hash,
         kind=case.kind,
+        regex_required={s: required_literal(s[len(REGEX_PREFIX):].strip()) for s in case.signatures if s.startswith(REGEX_PREFIX)},
     )

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .redact import Redactor
+from .regex_analysis import has_nested_repeat
 from .signals import SignalLine, Signals
-from .signatures import has_nested_repeat
 from .variable_tokens import DATE, DATETIME, HEX_ADDR, HEX_ID, IPV4, IPV6_BRACKETED, NUMBER, PATH, TIME, URL, UUID
 
 MAX_REGEX_SOURCE = 200  # characters of the main line a regex signature covers

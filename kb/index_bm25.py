@@ -58,7 +58,7 @@ def load_lexical(generation: Path, docs: list[CaseDoc]) -> LexicalIndex:
     if saved.is_dir():
         try:
             retriever = load_retriever(saved)
-            if int(retriever.scores["num_docs"]) == len(docs):
+            if retriever.num_docs == len(docs):
                 return LexicalIndex(docs, retriever)
         except Exception:
             pass

@@ -86,6 +86,9 @@ def check_docs(docs: Any, manifest: dict[str, Any]) -> list[CaseDoc]:
                 raise store.IndexCorrupt(f"docs.json entry {i} has no valid {key!r}")
         if not all(isinstance(t, str) for t in doc["dense_texts"]):
             raise store.IndexCorrupt(f"docs.json entry {i} has a dense text that is not a string")
+        required = doc.get("regex_required", {})
+        if not isinstance(required, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in required.items()):
+            raise store.IndexCorrupt(f"docs.json entry {i} has no valid 'regex_required'")
     cases = manifest.get("cases")
     if not isinstance(cases, dict) or {d["id"] for d in docs} != set(cases):
         raise store.IndexCorrupt("docs.json does not hold the cases the manifest lists")

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .bm25_matrix import SavedBM25
 from .documents import CaseDoc
 from .tokenize import tokenize
 
@@ -33,10 +34,9 @@ def save_retriever(retriever: Any, folder: Path) -> None:
     retriever.save(str(folder), show_progress=False)
 
 
-def load_retriever(folder: Path) -> Any:
-    import bm25s
-
-    return bm25s.BM25.load(str(folder), show_progress=False, mmap=False)
+def load_retriever(folder: Path) -> SavedBM25:
+    """The saved matrices, read without bm25s (and so without scipy) on the query path."""
+    return SavedBM25.load(folder)
 
 
 class LexicalIndex:

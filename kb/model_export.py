@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from . import store
+from . import atomic_files
 from .model import MIN_EXPORT_COSINE, ModelError, ModelSpec, verify_weights
 
 
@@ -86,7 +86,7 @@ def prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_te
             }
             check_path.unlink(missing_ok=True)  # an old record must never vouch for the new file
             os.replace(tmp, onnx_path)
-            store.write_json(check_path, record)
+            atomic_files.write_json(check_path, record)
         check = json.loads(check_path.read_text(encoding="utf-8"))
         info["export_min_cosine"] = check.get("min_cosine")
         from .encoder import OnnxEncoder

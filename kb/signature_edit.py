@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from . import store
+from . import atomic_files
 from .casefile import parse_case_text, split_front_matter
 from .frontmatter import yaml_quote
 from .signatures import canon
@@ -119,5 +119,5 @@ def add_signatures(path: Path, signatures: list[str]) -> list[str]:
     errors = [p for p in problems if p.severity == "error"]
     if errors:
         raise ValueError("the edited case would not be valid: " + "; ".join(p.message for p in errors))
-    store.atomic_write_bytes(path, out.encode("utf-8"), mode=path.stat().st_mode & 0o7777)
+    atomic_files.atomic_write_bytes(path, out.encode("utf-8"), mode=path.stat().st_mode & 0o7777)
     return new

@@ -29,7 +29,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .atomic_files import atomic_write_bytes, fsync_dir, write_json
 from .errors import UsageError
+
+__all__ = ["IndexCorrupt", "atomic_write_bytes", "fsync_dir", "write_json"]  # the atomic writes live in kb.atomic_files
 
 FORMAT_VERSION = 2  # 2: BM25 matrices and tokens saved with each generation
 CURRENT = "CURRENT"
@@ -42,44 +45,6 @@ KEEP_GENERATIONS = 2
 
 class IndexCorrupt(Exception):
     """The live generation is unreadable or not ours; it will be rebuilt."""
-
-
-def fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write to a temporary file beside `path`, fsync, rename; `mode` keeps an existing file's permissions."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    fsync_dir(path.parent)
-
-
-def write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, json.dumps(obj, ensure_ascii=False, indent=1).encode("utf-8"))
 
 
 def lock(root: Path, timeout: float = 300.0):  # -> filelock.FileLock

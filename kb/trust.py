@@ -84,7 +84,7 @@ def _load() -> dict[str, dict[str, str]]:
 
 
 def _save(folders: dict[str, dict[str, str]]) -> None:
-    from .store import atomic_write_bytes
+    from .atomic_files import atomic_write_bytes
 
     path = trust_path()
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -159,7 +159,7 @@ def test_catastrophic_regex_is_flagged_by_check_and_bounded_in_search(tmp_path: 
 
 
 def test_regex_risk_probe_catches_what_the_shape_test_misses() -> None:
-    from kb.signatures import regex_risk
+    from kb.regex_analysis import regex_risk
 
     assert regex_risk(r"(a|aa)+$")  # alternation inside a repeat: caught by the probes
     assert regex_risk(r"(\w+\s?)*$")

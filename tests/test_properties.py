@@ -10,8 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kb.casefile import REGEX_PREFIX
+from kb.regex_analysis import required_literal
 from kb.signals import MAX_ERROR_LINES, MAX_LINE_CHARS, extract
-from kb.signatures import SignatureMatcher, canon, required_literal
+from kb.signatures import SignatureMatcher, canon
 
 LOGGY = st.sampled_from([
     "Traceback (most recent call last):\n", '  File "/a/b.py", line 3, in f\n', "RuntimeError: CUDA error: out of memory\n",
