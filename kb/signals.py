@@ -202,11 +202,26 @@ def _middle_error_lines(text: str, start: int, end: int, limit: int) -> list[str
     return picked
 
 
+def _escape_around(text: str, cut: int) -> tuple[int, int] | None:
+    """The span of an ANSI/OSC escape sequence that a cut at `cut` would split, if any."""
+    start = text.rfind("\x1b", max(0, cut - 64), cut)
+    if start < 0:
+        return None
+    m = ANSI_RE.match(text, start, min(len(text), cut + 4096))
+    return (start, m.end()) if m and m.end() > cut else None
+
+
 def _cap(text: str) -> tuple[str, bool]:
     if len(text) <= MAX_SCAN_CHARS:
         return text, False
-    head = text[:HEAD_CHARS]
-    tail = text[-TAIL_CHARS:]
+    # a cut inside an escape sequence would leave its tail ("1;31m") glued to the next word
+    head_end, tail_start = HEAD_CHARS, len(text) - TAIL_CHARS
+    if (span := _escape_around(text, head_end)) is not None:
+        head_end = span[0]
+    if (span := _escape_around(text, tail_start)) is not None:
+        tail_start = span[1]
+    head = text[:head_end]
+    tail = text[tail_start:]
     picked = _middle_error_lines(text, HEAD_CHARS, len(text) - TAIL_CHARS, MAX_MIDDLE_LINES)
     return head + "\n" + "\n".join(picked) + "\n" + tail, True
 
