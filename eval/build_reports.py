@@ -4,9 +4,16 @@
 
 The sample was drawn in parts (eval/parts/reports-<part>.jsonl, each with
 eval/parts/README-<part>.md describing its draw). Later relabels of a part's
-rows (eval/parts/relabels-*.jsonl: {"id", "expected", "why"}) are applied on top,
-so a part file keeps the labels given when it was drawn and the relabel says
-who changed what and why. The result is checked: unique ids, the fields of
+rows (eval/parts/relabels-*.jsonl: {"id", "expected", "why"}, or {"id",
+"cause_known", "why"}) are applied on top, so a part file keeps the labels given
+when it was drawn and the relabel says who changed what and why.
+
+`cause_known` (issue 24): true when the thread, a fix commit or the source that
+raises the message at the user's version establishes the cause; false (with
+`cause_why`) when none does, including rows labelled with a family entry only
+because no cause was established; null on out-of-scope rows, where kb should
+decline whatever the cause. A part row may carry it (and `cause_why`) itself,
+as parts labelled after issue 24 do; older parts get it from relabels-cause.jsonl. The result is checked: unique ids, the fields of
 the format, every expected id a case that exists, every source a URL.
 `--check` exits 1 when eval/reports.jsonl is not what the parts give.
 """
@@ -52,8 +59,12 @@ def build() -> tuple[list[dict], list[str]]:
             if row is None:
                 problems.append(f"{path.name}:{n}: no row {fix['id']!r}")
                 continue
-            row["expected"] = fix["expected"]
-            row["relabelled"] = fix.get("why", "")
+            if "expected" in fix:
+                row["expected"] = fix["expected"]
+                row["relabelled"] = fix.get("why", "")
+            if "cause_known" in fix:
+                row["cause_known"] = fix["cause_known"]
+                row["cause_why"] = fix.get("why", "")
     known = {c.id for c in load_cases().cases}
     for r in rows:
         for cid in r["expected"] or []:
@@ -61,7 +72,21 @@ def build() -> tuple[list[dict], list[str]]:
                 problems.append(f"{r['id']}: expected case {cid!r} does not exist")
         if not str(r["source"]).startswith("http"):
             problems.append(f"{r['id']}: source is not a URL")
+        problems.extend(_cause_problems(r))
     return rows, problems
+
+
+def _cause_problems(r: dict) -> list[str]:
+    """`cause_known` is a bool on in-scope rows (with a reason where false) and null elsewhere."""
+    known = r.get("cause_known", "missing")
+    if not r["in_scope"]:
+        r.setdefault("cause_known", None)
+        return [] if known in ("missing", None) else [f"{r['id']}: cause_known must be null on an out-of-scope row"]
+    if not isinstance(known, bool):
+        return [f"{r['id']}: in-scope row needs cause_known true or false (got {known!r})"]
+    if not known and not str(r.get("cause_why") or "").strip():
+        return [f"{r['id']}: cause_known is false but cause_why gives no reason"]
+    return []
 
 
 def main() -> int:
@@ -81,6 +106,10 @@ def main() -> int:
     sources = {r["source"] for r in rows}
     print(f"{len(rows)} rows from {len(sources)} sources; {len(in_scope)} in scope, {len(covered)} covered "
           f"({len(covered) / max(1, len(in_scope)):.2f}); wrote {OUT.relative_to(ROOT)}")
+    known = [r for r in in_scope if r.get("cause_known")]
+    known_cov = [r for r in known if r["expected"]]
+    print(f"cause known: {len(known)} in-scope rows, {len(known_cov)} covered ({len(known_cov) / max(1, len(known)):.2f}); "
+          f"cause unknown: {len(in_scope) - len(known)}; out of scope: {len(rows) - len(in_scope)}")
     return 1 if problems else 0
 
 

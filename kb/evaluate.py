@@ -10,16 +10,26 @@ loaded case covers. Single scorers are ranked without abstention (their best
 case); the fused ranking counts an abstention on an in-scope query as a miss.
 The calibration block (kb/calibration.py) says how often each confidence
 level is right and how many no-case queries kb declined.
+
+`cause_known` (optional, issue 24) says whether the row's thread establishes a
+cause. The `cause` block measures coverage on cause-known in-scope rows, and on
+cause-unknown ones whether kb served them: its first answer is a family entry
+the row names (one whose Causes list several candidates and which has a check
+or a Verify section to tell them apart), or it declined with a question; and
+how many got a "high" answer, which they never should.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .calibration import Outcome, format_calibration, summarize
+from .casefile import Case
 from .logsearch import search_text
 from .search import SCORERS, Answer, Engine
 
@@ -38,6 +48,7 @@ class EvalQuery:
     line: int
     in_scope: bool = True
     source: str = ""
+    cause_known: bool | None = None  # None: not labelled (or out of scope)
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
@@ -58,8 +69,12 @@ def load_queries(path: Path) -> list[EvalQuery]:
         in_scope = obj.get("in_scope", True)
         if not isinstance(in_scope, bool):
             raise EvalFileError(f"{path}:{n}: \"in_scope\" must be true or false")
+        cause_known = obj.get("cause_known")
+        if cause_known is not None and not isinstance(cause_known, bool):
+            raise EvalFileError(f"{path}:{n}: \"cause_known\" must be true, false or null")
         expected = [str(e) for e in obj["expected"]] if in_scope else []
-        queries.append(EvalQuery(str(obj.get("id", n)), obj["query"], expected, n, in_scope, str(obj.get("source") or obj.get("id", n))))
+        queries.append(EvalQuery(str(obj.get("id", n)), obj["query"], expected, n, in_scope, str(obj.get("source") or obj.get("id", n)),
+                                 cause_known if in_scope else None))
     return queries
 
 
@@ -82,7 +97,66 @@ def _loaded(q: EvalQuery, known: set[str]) -> bool:
     return bool(q.expected) and all(e in known for e in q.expected)
 
 
-def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
+_LIST_ITEM_RE = re.compile(r"^(?:\d+[.)]|[-*]) ", re.M)
+
+
+def family_ids(cases: Iterable[Case]) -> set[str]:
+    """Entries built for a message with several causes: `## Causes` lists at least two
+    candidates and a check lets the user tell them apart (or, for a curated case, its
+    `## Verify`; a light entry records one root cause, so without a check it is no family).
+    Structural: it does not judge whether the checks really discriminate (the second reader does)."""
+    return {c.id for c in cases
+            if len(_LIST_ITEM_RE.findall(c.section("Causes"))) >= 2
+            and (c.checks or (c.kind == "curated" and c.section("Verify").strip()))}
+
+
+def _cause_block(queries: list[EvalQuery], answers: list[Answer], known: set[str], families: set[str]) -> dict[str, Any]:
+    """Coverage on cause-known rows; served and "high" on cause-unknown rows (issue 24)."""
+    rows = [(q, a) for q, a in zip(queries, answers) if q.in_scope]
+    kn = [(q, a) for q, a in rows if q.cause_known is True]
+    unk = [(q, a) for q, a in rows if q.cause_known is False]
+    covered = [(q, a) for q, a in kn if _loaded(q, known)]
+    right1 = sum(1 for q, a in covered if a.results and a.results[0].id in q.expected)
+    family_first: list[str] = []
+    asked: list[str] = []
+    silent = 0  # declined without a question (the paste had error lines)
+    not_served: list[str] = []
+    high: list[str] = []
+    unjudged = 0
+    for q, a in unk:
+        top = a.results[0] if a.results and not a.abstained else None
+        if top is not None and top.confidence == "high":
+            high.append(q.id)
+        if top is None:
+            (asked if a.question else not_served).append(q.id)
+            silent += not a.question
+        elif top.id in families and top.id in q.expected:
+            family_first.append(q.id)
+        else:
+            # a family entry the row does not name: whether it fits is not judged, so not counted served
+            unjudged += top.id in families
+            not_served.append(q.id)
+    served = len(family_first) + len(asked)
+    return {
+        "labelled": len(kn) + len(unk),
+        "unlabelled_in_scope": len(rows) - len(kn) - len(unk),
+        "known": {"rows": len(kn), "covered": len(covered), "coverage": _share(len(covered), len(kn)),
+                  "right_at_1": right1, "recall@1": _share(right1, len(covered))},
+        "unknown": {"rows": len(unk), "served": served, "served_share": _share(served, len(unk)),
+                    "family_first": len(family_first), "declined_with_question": len(asked),
+                    "declined_without_question": silent,
+                    "family_first_not_named": unjudged, "high": len(high), "high_ids": high,
+                    "not_served_ids": not_served},
+        "family_entries": len(families),
+    }
+
+
+def _share(a: int, b: int) -> float:
+    return round(a / b, 4) if b else 0.0
+
+
+def evaluate(engine: Engine, queries: list[EvalQuery], families: set[str] | None = None) -> dict[str, Any]:
+    """`families`: ids of the family entries (family_ids of the loaded cases), for the cause block."""
     known = {d["id"] for d in engine.docs}
     in_scope = [q for q in queries if _loaded(q, known)]
     out_scope = [q for q in queries if not q.expected]
@@ -132,6 +206,7 @@ def evaluate(engine: Engine, queries: list[EvalQuery]) -> dict[str, Any]:
         "recall": abstained_out / len(out_scope) if out_scope else 1.0,
     }
     report["failures"] = failures
+    report["cause"] = _cause_block(queries, answers, known, families or set())
     report["calibration"] = summarize(outcomes(engine, queries, tuple(scorers), answers), sum(1 for q in queries if q.in_scope),
                                       sum(1 for q in queries if q.in_scope and _loaded(q, known)))
     return report
@@ -176,6 +251,16 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append("note: dense scorer unavailable; fused = signature + lexical")
     if "calibration" in report:
         lines.extend(format_calibration(report["calibration"]))
+    cause = report.get("cause")
+    if cause and cause["labelled"]:
+        k, u = cause["known"], cause["unknown"]
+        lines.append(f"cause known: {k['covered']}/{k['rows']} in-scope rows covered ({k['coverage']:.2f}), "
+                     f"right first {k['right_at_1']}/{k['covered']} (R@1 {k['recall@1']:.3f})")
+        lines.append(f"cause unknown: {u['served']}/{u['rows']} served ({u['served_share']:.2f}: {u['family_first']} named family entry first, "
+                     f"{u['declined_with_question']} declined with a question); {u['family_first_not_named']} got a family entry the row "
+                     f"does not name; high {u['high']}" + (f" ({', '.join(u['high_ids'])})" if u["high_ids"] else ""))
+        if cause["unlabelled_in_scope"]:
+            lines.append(f"  {cause['unlabelled_in_scope']} in-scope rows carry no cause_known label")
     for f in report["failures"]:
         lines.append(f"  miss {f['id']}: expected {f['expected'] or 'abstain'}, got {f['got']} (top {f['top_score']}{', abstained' if f['abstained'] else ''})")
     return "\n".join(lines)

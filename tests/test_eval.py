@@ -49,3 +49,75 @@ def test_eval_json_shape(shared_index_dir: Path, tmp_path: Path) -> None:
     assert set(report["scorers"]["fused"]) == {"recall@1", "recall@3", "recall@5", "mrr"}
     assert report["scorers"]["fused"]["recall@1"] == 1.0
     assert report["abstention"]["recall"] == 1.0
+
+
+def test_cause_known_must_be_a_bool(tmp_path: Path) -> None:
+    bad = tmp_path / "q.jsonl"
+    bad.write_text('{"query": "x", "expected": [], "cause_known": true}\n{"query": "y", "expected": [], "cause_known": "yes"}\n',
+                   encoding="utf-8")
+    res = subprocess.run([sys.executable, "-m", "kb.cli", "eval", str(bad)], capture_output=True, text=True)
+    assert res.returncode == 2 and f"{bad}:2" in res.stderr and "cause_known" in res.stderr
+
+
+def test_family_entries_are_the_multi_cause_ones_with_a_discriminating_check() -> None:
+    from kb.caseset import load_cases
+    from kb.evaluate import family_ids
+
+    fam = family_ids(load_cases().cases)
+    # triage entries the report sample labels cause-unknown rows with
+    assert {"training-hang-no-progress", "ray-actor-died-unexpectedly", "vllm-weight-loader-shape-assert"} <= fam
+    # one-cause light entries are not families
+    assert "megatron-vllm-micro-dp-non-tensor-not-gathered" not in fam
+    assert "dapo-recipe-async-rollout-unsupported" not in fam
+
+
+def test_report_sample_is_current_and_every_in_scope_row_says_whether_its_cause_is_known() -> None:
+    root = Path(__file__).resolve().parent.parent
+    res = subprocess.run([sys.executable, str(root / "eval" / "build_reports.py"), "--check"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    rows = [json.loads(line) for line in (root / "eval" / "reports.jsonl").read_text(encoding="utf-8").splitlines()]
+    for r in rows:
+        if r["in_scope"]:
+            assert isinstance(r["cause_known"], bool), r["id"]
+            assert r["cause_known"] or r["cause_why"].strip(), r["id"]
+        else:
+            assert r["cause_known"] is None, r["id"]
+
+
+def test_build_reports_names_a_row_without_cause_label() -> None:
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("build_reports", root / "eval" / "build_reports.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    assert mod._cause_problems({"id": "x-1", "in_scope": True}) == ["x-1: in-scope row needs cause_known true or false (got 'missing')"]
+    assert "x-2: cause_known is false but cause_why gives no reason" in mod._cause_problems({"id": "x-2", "in_scope": True, "cause_known": False})
+    assert mod._cause_problems({"id": "x-3", "in_scope": False, "cause_known": True})
+
+
+def test_eval_cause_block(shared_index_dir: Path, tmp_path: Path) -> None:
+    """Coverage on cause-known rows; on cause-unknown rows, served = the named family entry first or a decline
+    with a question, and the "high" answers they got are listed."""
+    q = tmp_path / "q.jsonl"
+    rows = [
+        {"id": "known", "query": "ModuleNotFoundError: No module named 'verl'", "expected": ["verl-module-not-found"], "cause_known": True},
+        {"id": "known-nocase", "query": "my reward curve looks odd after I changed the prompt", "expected": [], "cause_known": True},
+        {"id": "vague", "query": "training does not work, please help", "expected": [], "cause_known": False},
+        {"id": "wrapper", "query": "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.",
+         "expected": ["ray-actor-died-unexpectedly"], "cause_known": False},
+        {"id": "out", "query": "ERROR 1045 (28000): Access denied for user 'root'@'localhost'", "expected": [], "in_scope": False},
+    ]
+    q.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    res = subprocess.run([sys.executable, "-m", "kb.cli", "eval", str(q), "--json", "--index-dir", str(shared_index_dir)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    cause = json.loads(res.stdout)["cause"]
+    assert cause["known"] == {"rows": 2, "covered": 1, "coverage": 0.5, "right_at_1": 1, "recall@1": 1.0}
+    u = cause["unknown"]
+    assert u["rows"] == 2 and u["served"] == 2 and u["family_first"] == 1 and u["declined_with_question"] == 1
+    assert u["high"] == len(u["high_ids"]) and u["not_served_ids"] == []
+    text = subprocess.run([sys.executable, "-m", "kb.cli", "eval", str(q), "--index-dir", str(shared_index_dir)],
+                          capture_output=True, text=True).stdout
+    assert "cause known: 1/2 in-scope rows covered" in text and "cause unknown: 2/2 served" in text

@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.logs is not None:
         return run_logs(args)
-    from ..evaluate import EvalFileError, evaluate, format_report, load_queries, outcomes
+    from ..caseset import load_cases
+    from ..evaluate import EvalFileError, evaluate, family_ids, format_report, load_queries, outcomes
     from ..search import Engine
 
     if not args.file:
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     engine.load_dense()
     if args.fit:
         return _fit(args, engine, queries, outcomes)
-    report = evaluate(engine, queries)
+    report = evaluate(engine, queries, family_ids(load_cases(args.cases).cases))
     report["calibration"]["labels_to_check"] = _stale_labels(args, queries)
     if args.diagram:
         from ..calibration import diagram_svg
