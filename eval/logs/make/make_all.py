@@ -102,6 +102,26 @@ SCENARIOS: list[Scenario] = [
              expected=["flash-attn-not-installed"], stage="rollout", step=1, good="ray.log"),
 ]
 
+# Process deaths, hangs and late stages (issue 26): made with the same jobs.
+DEATH = [r"failed \(exitcode: -\d+\) local_rank: 1", r"exitcode\s+: -(?:9|11) ", r"Signal (?:9|11) \(SIG(?:KILL|SEGV)\) received by PID"]
+SCENARIOS += [
+    T("segv-rank1", "segv", step=4, label=[r"^Fatal Python error: Segmentation fault", *DEATH], suspect=1, stage="step"),
+    T("dataloader-killed", "dlkill", step=4, label=[r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
+      r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"], label_rank=1, suspect=1, stage="step"),
+    T("ddp-unused-param", "unused", step=3, label=[r"Expected to have finished reduction in the prior iteration",
+      r"Parameter indices which did not receive grad for rank 1"], label_rank=1, suspect=1, stage="step",
+      expected=["ddp-expected-finished-reduction"]),
+    T("skip-collective-hang", "skip", step=4, label=[r"Timed out waiting|timed out|Timeout", r"UserWarning: rank 1: batch at step \d+ is empty after filtering"],
+      suspect=1, stage="step"),
+    T("ckpt-barrier-hang", "ckpt-hang", rank=0, step=6, label=[r"Timed out waiting|timed out|Timeout"], suspect=0,
+      stage="checkpoint", at=6),
+    T("shutdown-rank1", "shutdown", label=[r"FileNotFoundError: .*kb-no-such-dir/metrics\.json"], label_rank=1, suspect=1,
+      stage="shutdown"),
+    Scenario("ray-memory-monitor", [str(HERE / "ray_job.py"), "--fault", "task-oom"], "python",
+             label=[r"OutOfMemoryError", r"OOM kill reason", r"killed due to (?:the node running low on memory|memory pressure)"],
+             expected=["ray-oom-killer-memory-monitor"], stage="rollout", step=1, good="ray.log", timeout=240),
+]
+
 # Not run through the reducer while its rules were tuned (eval/logs/README.md).
 HELDOUT = {"nan-anomaly", "exit-rank1-silent", "keyerror-4ranks", "ray-actor-exit"}
 
