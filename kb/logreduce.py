@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .logdeath import death_of, memory_pressure
 from .signals import EMBEDDED_EXC_RE, EXCEPTION_RE, MAX_LINE_CHARS, MAX_SCAN_CHARS, _cap, clean_line
 from .variable_tokens import RANK_ID, normalise
 
@@ -79,6 +80,11 @@ CONSEQUENCE_RES: list[tuple[re.Pattern[str], str]] = [
                 r"Exception \(either an error or timeout\) detected by watchdog|Timeout at NCCL work"),
      "the watchdog's follow-up to a timeout"),
 ]
+# NCCL's ncclRemoteError (src/init.cc ncclGetErrorString; torch c10d NCCLUtils getNcclErrorDetailStr @ v2.13.0):
+# a peer exited or the network failed. A consequence when another rank's error is in the log, else the cause.
+REMOTE_RE = re.compile(r"remote process exited or there was a network error|"
+                       r"ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely")
+REMOTE_WHY = "NCCL reports that a peer exited or the network failed: another rank failed first"
 TIMEOUT_RE = re.compile(
     r"timed? ?out|Timeout|watchdog got stuck|deadline exceeded|DistStoreError", re.I)
 TIMEOUT_WHY = "a collective timed out waiting for a rank that had already failed"
@@ -100,6 +106,7 @@ RAYLET_DEAD_RE = re.compile(r"A worker died or was killed|The actor (?:died|is d
 MESSAGE_START_RE = re.compile(
     r"^(?:Could not (?:override|find|load|import|open|connect)|Cannot |Can't |Unable to |Failed to |"
     r"Key '[^']+' (?:is )?not in|Missing mandatory value|No module named|Segmentation fault|Bus error|"
+    r"Parameter(?: indice)?s which did not receive grad for rank \d+|"  # DDP (torch c10d reducer.cpp @ v2.13.0)
     r"Killed\b|Aborted\b|Floating point exception|Illegal instruction)"
 )
 BARE_EXC_RE = re.compile(
@@ -117,7 +124,7 @@ class LogLine:
     norm: str  # normalised (variable tokens masked): the line's template
     rank: int | None = None
     file: str = ""
-    role: str = "other"  # cause | consequence | timeout | frame | launcher | other
+    role: str = "other"  # cause | consequence | timeout | remote | frame | launcher | warning | other
     why: str = ""  # for consequences: why it is one
 
 
@@ -160,6 +167,12 @@ def classify(line: LogLine) -> None:
         return
     if NCCL_INFO_RE.search(t):
         line.role = "other"
+        return
+    if death_of(line.text) is not None or (memory_pressure(t) and not WARNING_RE.match(t)):
+        line.role = "cause"  # a process died by a signal of its own (SIGKILL, SIGSEGV), or the host ran out of memory
+        return
+    if REMOTE_RE.search(t):
+        line.role, line.why = "remote", REMOTE_WHY
         return
     for rx, why in CONSEQUENCE_RES:
         if rx.search(t):
@@ -211,7 +224,10 @@ def parse(text: str, file: str = "", file_rank: int | None = None) -> list[LogLi
                 and line.role in ("other", "consequence", "cause"):
             line.role, line.why = "frame", ""  # the source line printed under a frame (`raise ChildFailedError(`)
         if line.role == "other" and (LAST_ERROR_RE.match(line.text.strip()) or (out and out[-1].text.strip() == "Last error:")):
-            line.role = "cause"  # NCCL's own detail under torch's DistBackendError: `socketStartConnect: ... failed`
+            # NCCL's own detail under torch's DistBackendError: `socketStartConnect: ... failed`; under a
+            # remote error it is that error's detail (a peer went away), not a cause of its own
+            line.role = "remote" if any(p.role == "remote" for p in out[-3:]) else "cause"
+            line.why = REMOTE_WHY if line.role == "remote" else ""
         if line.role == "other" and _continues_message(out, line):
             line.role = "cause"  # pydantic's `  Value error, ...` under `ValidationError: 1 validation error for ...`
         out.append(line)
@@ -248,6 +264,11 @@ def _first_cause_rank(lines: list[LogLine]) -> int | None:
 def reduce_lines(lines: list[LogLine]) -> Reduction:
     """Pick the cause lines; mark consequences. Frames only when they are all there is."""
     causes = [l for l in lines if l.role == "cause"]
+    remote = [l for l in lines if l.role == "remote"]
+    for l in remote:  # a peer's death explains NCCL's remote error when another error is in the log
+        l.role = "consequence" if causes else "cause"
+    if not causes:
+        causes = remote
     timeouts = [l for l in lines if l.role == "timeout"]
     red = Reduction(lines, [], [])
     if causes:
