@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from .baseline import set_aside, templates
 from .evidence import Evidence
 from .logreduce import LogLine, Reduction, parse, reduce_lines
-from .ranks import RankVerdict, verdict
+from .ranks import RankVerdict, explaining_line, verdict
 from .signals import read_log
 from .stage import Stage, contradicts, detect
 from .user_words import leading_words
@@ -119,7 +119,13 @@ def _analyse(lines: list[LogLine], good: str | None, baseline_path: str, files: 
     red = reduce_lines(lines)
     # progress lines the good run also printed still say how far this run got
     whole = Reduction(every, red.kept, red.consequences, red.frames_dropped, red.hang) if good is not None else red
-    return LogAnalysis(red, verdict(whole), detect(whole), removed, baseline_path, files, len(every))
+    rank = verdict(whole)
+    if red.hang and rank.suspect is not None:
+        # the stuck rank's own warning says why it never joined the collective: searched first, before its peers' timeouts
+        why = explaining_line(red, rank.suspect)
+        if why is not None and why not in red.kept:
+            red.kept.insert(0, why)
+    return LogAnalysis(red, rank, detect(whole), removed, baseline_path, files, len(every))
 
 
 def analyse_text(text: str, baseline: str | None = None, baseline_path: str = "") -> LogAnalysis:
