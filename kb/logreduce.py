@@ -36,7 +36,7 @@ RANK_RES = [
     re.compile(r"^\s*(?:\[\d+\]\s*)?\[(?:rank|default)(\d+)\]:"),  # torch `[rank1]:`, torchrun --tee `[default1]:`
     re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output
     re.compile(r"\[(?:PG[^\]]*?)?\s*Rank (\d+)\]"),  # `[Rank 3]`, `[PG 1 Rank 0]` in ProcessGroupNCCL messages
-    re.compile(r"^\s*\[Rank (\d+)\]", re.I),
+    re.compile(r"^\s*\[Rank ?(\d+)\]", re.I),  # `[Rank 3] ...`, a job's own `[rank0] WARNING: ...`
 ]
 SUMMARY_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")  # torchrun failure summary
 LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: \d+\)")
@@ -85,6 +85,11 @@ CONSEQUENCE_RES: list[tuple[re.Pattern[str], str]] = [
 REMOTE_RE = re.compile(r"remote process exited or there was a network error|"
                        r"ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely")
 REMOTE_WHY = "NCCL reports that a peer exited or the network failed: another rank failed first"
+# A loss or gradient that stopped being finite. NaN spreads to every rank through the all-reduce, so only the
+# first such report says where and when it started; the later ones follow from it.
+NONFINITE_RE = re.compile(r"\b(?:loss|grad(?:ient)?s?(?:[_ ]norm)?|logits?|reward|weights?)\b[^|]{0,30}?"
+                          r"(?:\bis\b|=|:)\s*(?:-?nan|-?inf|non-finite|not finite)\b", re.I)
+NONFINITE_WHY = "the NaN/inf reported earlier spread to this line (through the all-reduce, the next steps)"
 TIMEOUT_RE = re.compile(
     r"timed? ?out|Timeout|watchdog got stuck|deadline exceeded|DistStoreError", re.I)
 TIMEOUT_WHY = "a collective timed out waiting for a rank that had already failed"
@@ -124,7 +129,7 @@ class LogLine:
     norm: str  # normalised (variable tokens masked): the line's template
     rank: int | None = None
     file: str = ""
-    role: str = "other"  # cause | consequence | timeout | remote | frame | launcher | warning | other
+    role: str = "other"  # cause | consequence | timeout | remote | nonfinite | frame | launcher | warning | other
     why: str = ""  # for consequences: why it is one
 
 
@@ -173,6 +178,9 @@ def classify(line: LogLine) -> None:
         return
     if REMOTE_RE.search(t):
         line.role, line.why = "remote", REMOTE_WHY
+        return
+    if NONFINITE_RE.search(t) and not _is_exception(t):
+        line.role = "nonfinite"  # the first one is a cause, the rest consequences (reduce_lines)
         return
     for rx, why in CONSEQUENCE_RES:
         if rx.search(t):
@@ -263,6 +271,9 @@ def _first_cause_rank(lines: list[LogLine]) -> int | None:
 
 def reduce_lines(lines: list[LogLine]) -> Reduction:
     """Pick the cause lines; mark consequences. Frames only when they are all there is."""
+    nonfinite = [l for l in lines if l.role == "nonfinite"]
+    for i, l in enumerate(nonfinite):
+        l.role, l.why = ("cause", "") if i == 0 else ("consequence", NONFINITE_WHY)
     causes = [l for l in lines if l.role == "cause"]
     remote = [l for l in lines if l.role == "remote"]
     for l in remote:  # a peer's death explains NCCL's remote error when another error is in the log

@@ -79,7 +79,7 @@ def _step_of(text: str) -> int | None:
 FINISHED_RE = re.compile(r"\bloss\b|\breward|\bscore\b|\bacc(?:uracy)?\b|\blr\s*[=:]|[\w)]/\w+\s*[:=]\s*-?\d|"
                          r"\d+(?:\.\d+)?\s*(?:it/s|s/it)|\d+%\|", re.I)
 DONE_RE = re.compile(r"\b(?:done|finished|complete[d]?)\b", re.I)
-FAILED_ROLES = ("frame", "consequence", "cause", "timeout", "remote", "launcher")
+FAILED_ROLES = ("frame", "consequence", "cause", "timeout", "remote", "nonfinite", "launcher")
 
 
 def _after(stage: Stage, t: str, last_step: int | None) -> tuple[Stage, int | None]:
@@ -118,7 +118,7 @@ def detect(red: Reduction) -> Stage:
             head = l.text.split("[E")[0]  # a progress bar the error was printed onto, or a warning naming its step
             step = _step_of(head)
             if step is not None:
-                done = bool(FINISHED_RE.search(head))
+                done = bool(re.search(r"\d+%\||it/s|s/it", head))  # a bar counts finished steps; a message names its own
                 stage, last_step = Stage("step", step + 1 if done else step, l.text.strip(), done or step > 1), step
             stopped.add(stream)
             continue

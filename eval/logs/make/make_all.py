@@ -117,6 +117,9 @@ SCENARIOS += [
       stage="checkpoint", at=6),
     T("shutdown-rank1", "shutdown", label=[r"FileNotFoundError: .*kb-no-such-dir/metrics\.json"], label_rank=1, suspect=1,
       stage="shutdown"),
+    # the first non-finite loss (rank 0, step 4) says where it started; every later NaN line follows from it
+    T("nan-loss-clip", "nanloss", rank=0, step=4, label=[r"The total norm of order 2\.0 for gradients from `parameters` is non-finite",
+      r"^\[rank0\] WARNING: step 4: loss is inf"], suspect=0, stage="step"),
     Scenario("ray-memory-monitor", [str(HERE / "ray_job.py"), "--fault", "task-oom"], "python",
              label=[r"OutOfMemoryError", r"OOM kill reason", r"killed due to (?:the node running low on memory|memory pressure)"],
              expected=["ray-oom-killer-memory-monitor"], stage="rollout", step=1, good="ray.log", timeout=240),

@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 FAULTS = ("attr", "size", "hang", "nan", "ckpt", "val", "kill", "alloc", "preinit", "cuda", "exit", "keyerror",
-          "segv", "dlkill", "unused", "skip", "ckpt-hang", "shutdown")
+          "segv", "dlkill", "unused", "skip", "ckpt-hang", "shutdown", "nanloss")
 
 
 class Batches(torch.utils.data.Dataset):
@@ -95,9 +95,16 @@ class Trainer:
             loss.backward()
             self.opt.step()
             return float(loss)
+        if args.fault == "nanloss" and self.rank == args.fault_rank and step >= args.fault_step:
+            x = x * 1e38  # a bad batch: the loss overflows, then every step is NaN
         loss = torch.nn.functional.mse_loss(self.model(x), y)
         self.opt.zero_grad()
         loss.backward()
+        if args.fault == "nanloss":
+            if not torch.isfinite(loss):
+                print(f"[rank{self.rank}] WARNING: step {step}: loss is {float(loss)}, grad_norm is not finite", flush=True)
+            if step >= args.fault_step + 2:  # the job clips with error_if_nonfinite after its warm-up of bad steps
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, error_if_nonfinite=True)
         for p in self.model.parameters():
             grad = p.grad
             if bad and args.fault == "size":
