@@ -11,9 +11,9 @@ ranks and SIGABRT follows a C++ `terminate called ...` printed above: both are
 consequences, not deaths of their own.
 
 Message sources (texts as the programs print them):
-- torch distributed/elastic/multiprocessing/api.py @ v2.13.0: `failed (exitcode: {code}) local_rank: {r}`,
-  `Signal {n} ({name}) received by PID {pid}`; errors/__init__.py: the summary's `exitcode  : {code}`
-- torch utils/data/_utils/signal_handling.py via torch/csrc/DataLoader.cpp @ v2.13.0:
+- torch distributed/elastic/multiprocessing/api.py @ v2.13.0: `failed (exitcode: {code}) local_rank: {r}`;
+  errors/__init__.py: `Signal {n} ({name}) received by PID {pid}` and the summary's `exitcode  : {code}`
+- torch/csrc/DataLoader.cpp @ v2.13.0 (in libtorch_python.so):
   `DataLoader worker (pid {pid}) is killed by signal: {strsignal}.`
 - CPython Modules/faulthandler.c (3.11): `Fatal Python error: Segmentation fault` (Bus error,
   Illegal instruction, Floating point exception)
