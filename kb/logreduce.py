@@ -33,7 +33,8 @@ MAX_KEPT = 12  # searched_for shows at most this many lines
 
 # Where a line says which rank printed it.
 RANK_RES = [
-    re.compile(r"^\s*(?:\[\d+\]\s*)?\[(?:rank|default)(\d+)\]:"),  # torch `[rank1]:`, torchrun --tee `[default1]:`
+    # torch `[rank1]:`, torchrun --tee `[default1]:`, also behind Ray's `(WorkerDict pid=2101, ip=10.0.0.1) ` prefix
+    re.compile(r"^\s*(?:\[\d+\]\s*)?(?:\([^()]{0,120}\bpid=\d+[^()]{0,120}\)\s*)?\[(?:rank|default)(\d+)\]:"),
     re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output
     re.compile(r"\[(?:PG[^\]]*?)?\s*Rank (\d+)\]"),  # `[Rank 3]`, `[PG 1 Rank 0]` in ProcessGroupNCCL messages
     re.compile(r"^\s*\[Rank ?(\d+)\]", re.I),  # `[Rank 3] ...`, a job's own `[rank0] WARNING: ...`
