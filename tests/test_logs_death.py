@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kb.logdeath import death_of, memory_pressure
+from kb.logdeath import Death, death_of, memory_pressure
 from kb.logsearch import analyse_files, analyse_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,13 +42,18 @@ KERNEL = """[Thu Dec  3 13:17:08 2026] python3 invoked oom-killer: gfp_mask=0x14
 
 
 def test_the_death_classifier_reads_each_source() -> None:
-    assert death_of("failed (exitcode: -9) local_rank: 1 (pid: 3) of binary: x").local_rank == 1  # type: ignore[union-attr]
-    assert death_of("  traceback : Signal 11 (SIGSEGV) received by PID 12").name == "SIGSEGV"  # type: ignore[union-attr]
-    assert death_of("Fatal Python error: Segmentation fault").how == "faulthandler"  # type: ignore[union-attr]
-    assert death_of("RuntimeError: DataLoader worker (pid 13049) is killed by signal: Killed. ").signal == 9  # type: ignore[union-attr]
-    assert death_of("OOM kill reason: Memory usage 9181691904B exceeded threshold of 9175214080B (36.3% of 25276071936B limit)").how \
-        == "ray-memory-monitor"  # type: ignore[union-attr]
-    assert death_of("run.sh: line 3:  1234 Killed                  python train.py").signal == 9  # type: ignore[union-attr]
+    def d(text: str) -> Death:
+        found = death_of(text)
+        assert found is not None, text
+        return found
+
+    assert d("failed (exitcode: -9) local_rank: 1 (pid: 3) of binary: x").local_rank == 1
+    assert d("  traceback : Signal 11 (SIGSEGV) received by PID 12").name == "SIGSEGV"
+    assert d("Fatal Python error: Segmentation fault").how == "faulthandler"
+    assert d("RuntimeError: DataLoader worker (pid 13049) is killed by signal: Killed. ").signal == 9
+    assert d("OOM kill reason: Memory usage 9181691904B exceeded threshold of 9175214080B (36.3% of 25276071936B limit)").how \
+        == "ray-memory-monitor"
+    assert d("run.sh: line 3:  1234 Killed                  python train.py").signal == 9
     # SIGTERM is the launcher stopping the others, SIGABRT follows a printed C++ abort, exit 1 follows a traceback
     for line in ("  exitcode  : -15 (pid: 1)  (SIGTERM)", "Signal 6 (SIGABRT) received by PID 3", "  exitcode  : 1 (pid: 1)",
                  "Killed process 12 (python3)", "step 4/10 loss=1.0 lr=0.01"):
