@@ -15,6 +15,8 @@ Message sources (texts as the programs print them):
   errors/__init__.py: `Signal {n} ({name}) received by PID {pid}` and the summary's `exitcode  : {code}`
 - torch/csrc/DataLoader.cpp @ v2.13.0 (in libtorch_python.so):
   `DataLoader worker (pid {pid}) is killed by signal: {strsignal}.`
+- torch/csrc/DataLoader.cpp @ v2.13.0, the worker's own signal handler: `ERROR: Unexpected segmentation fault
+  encountered in worker.` (bus error, floating-point exception)
 - CPython Modules/faulthandler.c (3.11): `Fatal Python error: Segmentation fault` (Bus error,
   Illegal instruction, Floating point exception)
 - CPython Lib/subprocess.py: `died with <Signals.SIGKILL: 9>.`
@@ -37,6 +39,8 @@ _LAUNCHER_FAILED = re.compile(r"failed \(exitcode: -(\d+)\) local_rank: (\d+)")
 _SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*-(\d+)\b")
 _SIGNAL_RECEIVED = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID")
 _DATALOADER = re.compile(r"DataLoader worker \(pid \d+\) is killed by signal: ([A-Za-z ]+?)\.?\s*$")
+_WORKER_HANDLER = re.compile(r"Unexpected (segmentation fault|bus error|floating-point exception) encountered in worker")
+_WORKER_SIGNAL = {"segmentation fault": 11, "bus error": 7, "floating-point exception": 8}
 _FAULTHANDLER = re.compile(r"^Fatal Python error: (Segmentation fault|Bus error|Illegal instruction|Floating point exception)")
 _SUBPROCESS = re.compile(r"died with <Signals\.(SIG\w+): (\d+)>")
 # a shell's report: bare `Killed`, or bash's `run.sh: line 3:  1234 Killed    python train.py`
@@ -73,6 +77,8 @@ def death_of(text: str) -> Death | None:
         found = Death(int(m.group(1)), "launcher")
     elif m := _DATALOADER.search(t):
         found = Death(STRSIGNAL.get(m.group(1).strip(), 0), "dataloader")
+    elif m := _WORKER_HANDLER.search(t):
+        found = Death(_WORKER_SIGNAL[m.group(1)], "dataloader")
     elif m := _FAULTHANDLER.match(t):
         found = Death(STRSIGNAL[m.group(1)], "faulthandler")
     elif m := _SUBPROCESS.search(t):

@@ -53,6 +53,8 @@ def test_the_death_classifier_reads_each_source() -> None:
     assert d("RuntimeError: DataLoader worker (pid 13049) is killed by signal: Killed. ").signal == 9
     assert d("OOM kill reason: Memory usage 9181691904B exceeded threshold of 9175214080B (36.3% of 25276071936B limit)").how \
         == "ray-memory-monitor"
+    assert d("ERROR: Unexpected segmentation fault encountered in worker.").name == "SIGSEGV"
+    assert d("ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).").name == "SIGBUS"
     assert d("run.sh: line 3:  1234 Killed                  python train.py").signal == 9
     # SIGTERM is the launcher stopping the others, SIGABRT follows a printed C++ abort, exit 1 follows a traceback
     for line in ("  exitcode  : -15 (pid: 1)  (SIGTERM)", "Signal 6 (SIGABRT) received by PID 3", "  exitcode  : 1 (pid: 1)",
