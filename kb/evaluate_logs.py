@@ -10,7 +10,12 @@ Measured per log and summed over the set:
   against the labelled failure lines, compared by template (the same error on
   four ranks is one line);
 - suspect-rank accuracy on the multi-rank logs whose label names a rank;
-- stage accuracy where the label names a stage;
+- stage accuracy where the label names a stage (and the step number too, where
+  the label gives one for a stage inside a step);
+- the same lines read as a folder of per-rank files (`--logs DIR`): each
+  multi-rank log is split by its `[rankN]:` / `[defaultN]:` prefixes into
+  `rankN.log` files (prefix removed, as torchrun --log-dir writes them; lines
+  without a prefix go to `launcher.log`) and measured against the same labels;
 - R@1 where a case applies (needs the engine; `--no-search` skips it);
 - with `baseline`: kept-line precision with the good run set aside, which
   must not be lower than without it.
@@ -19,12 +24,14 @@ Measured per log and summed over the set:
 from __future__ import annotations
 
 import json
+import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .logreduce import _template, parse
-from .logsearch import LogAnalysis, analyse_text, search_analysis
+from .logsearch import LogAnalysis, analyse_files, analyse_text, search_analysis
 from .signals import read_log
 
 if TYPE_CHECKING:
@@ -47,6 +54,7 @@ class LabelledLog:
     multi_rank: bool
     split: str
     source: str
+    step: int | None = None
 
 
 @dataclass
@@ -88,9 +96,12 @@ def load_set(root: Path) -> list[LabelledLog]:
         if not isinstance(expected, list):
             raise LogEvalError(f"{side}: \"expected\" must be a list of case ids")
         base = lab.get("baseline")
+        step = lab.get("step")
+        if step is not None and not isinstance(step, int):
+            raise LogEvalError(f"{side}: \"step\" must be an integer or null")
         out.append(LabelledLog(path.stem, path, lines, suspect, [str(e) for e in expected], lab.get("stage"),
                                root / base if base else None, bool(lab.get("multi_rank")), str(lab.get("split", "dev")),
-                               str(lab.get("source", ""))))
+                               str(lab.get("source", "")), step))
     if not out:
         raise LogEvalError(f"{root}: no *.log files")
     return out
@@ -106,6 +117,42 @@ def _counts(log: LabelledLog, text: str, analysis: LogAnalysis) -> Counts:
     return Counts(len(kept & labelled), len(kept), len(labelled))
 
 
+PREFIX_RE = re.compile(r"^(?:\[default(\d+)\]:)?(?:\[rank(\d+)\]:)?")  # torchrun --tee / torch's own prefixes
+
+
+def split_by_rank(text: str) -> dict[str, str] | None:
+    """A multi-rank log as torchrun --log-dir would have written it: one file per rank, prefixes removed.
+
+    Lines without a rank prefix (the launcher, rank 0's unprefixed prints) go to `launcher.log`.
+    None when no line carries a rank prefix (nothing to split)."""
+    files: dict[str, list[str]] = {}
+    for line in text.split("\n"):
+        m = PREFIX_RE.match(line)
+        rank = (m.group(1) or m.group(2)) if m else None
+        name = f"rank{rank}.log" if rank is not None else "launcher.log"
+        files.setdefault(name, []).append(line[m.end():] if m and rank is not None else line)
+    if not any(n.startswith("rank") for n in files) or len(files) < 2:
+        return None
+    return {n: "\n".join(ls) + "\n" for n, ls in files.items()}
+
+
+def _folder_analysis(text: str) -> LogAnalysis | None:
+    parts = split_by_rank(text)
+    if parts is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="kb-logs-") as tmp:
+        for name, body in parts.items():
+            (Path(tmp) / name).write_text(body, encoding="utf-8")
+        return analyse_files(Path(tmp))
+
+
+def _stage_right(log: LabelledLog, analysis: LogAnalysis) -> bool:
+    if analysis.stage.name != log.stage:
+        return False
+    # the step it failed in, where the label knows it and the stage is inside a training step
+    return log.step is None or log.stage not in ("step", "checkpoint") or analysis.stage.step == log.step
+
+
 def evaluate_logs(root: Path, engine: Engine | None = None) -> dict[str, Any]:
     logs = load_set(root)
     per_split: dict[str, Counts] = {}
@@ -113,6 +160,8 @@ def evaluate_logs(root: Path, engine: Engine | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     suspect_ok = suspect_n = stage_ok = stage_n = r1_ok = r1_n = 0
     baseline_rows: list[dict[str, Any]] = []
+    folder_one, folder_dir = Counts(), Counts()  # the split logs, read as one file and as a folder
+    folder_logs = folder_suspect = 0
     for log in logs:
         text = read_log(log.path)
         analysis = analyse_text(text)
@@ -121,13 +170,23 @@ def evaluate_logs(root: Path, engine: Engine | None = None) -> dict[str, Any]:
         per_split.setdefault(log.split, Counts()).add(c)
         row: dict[str, Any] = {"log": log.name, "split": log.split, **{k: round(v, 3) for k, v in c.prf().items()},
                                "suspect": analysis.verdict.suspect, "suspect_label": log.suspect_rank,
-                               "stage": analysis.stage.name, "stage_label": log.stage}
+                               "stage": analysis.stage.name, "stage_step": analysis.stage.step, "stage_label": log.stage,
+                               "step_label": log.step, "stage_ok": _stage_right(log, analysis) if log.stage else None}
+        folder = _folder_analysis(text)
+        if folder is not None:
+            cf = _counts(log, text, folder)
+            folder_one.add(c)
+            folder_dir.add(cf)
+            folder_logs += 1
+            folder_suspect += folder.verdict.suspect == analysis.verdict.suspect
+            row["folder_f1"] = round(cf.prf()["f1"], 3)
+            row["folder_suspect"] = folder.verdict.suspect
         if log.multi_rank and log.suspect_rank is not None:
             suspect_n += 1
             suspect_ok += analysis.verdict.suspect == log.suspect_rank
         if log.stage:
             stage_n += 1
-            stage_ok += analysis.stage.name == log.stage
+            stage_ok += _stage_right(log, analysis)
         if engine is not None and log.expected:
             answer = search_analysis(engine, analysis, k=5)
             got = [r.id for r in answer.results]
@@ -153,6 +212,9 @@ def evaluate_logs(root: Path, engine: Engine | None = None) -> dict[str, Any]:
                      for s, c in sorted(per_split.items())},
         "suspect": {"right": suspect_ok, "of": suspect_n, "accuracy": round(suspect_ok / suspect_n, 4) if suspect_n else None},
         "stage": {"right": stage_ok, "of": stage_n, "accuracy": round(stage_ok / stage_n, 4) if stage_n else None},
+        "folder": {"logs": folder_logs, "one_file": {k: round(v, 4) for k, v in folder_one.prf().items()},
+                   "per_rank_files": {k: round(v, 4) for k, v in folder_dir.prf().items()},
+                   "same_suspect": folder_suspect},
         "recall@1": {"right": r1_ok, "of": r1_n, "value": round(r1_ok / r1_n, 4) if r1_n else None} if engine is not None else None,
         "baseline": {"logs": len(baseline_rows), "never_lower": all(b["not_lower"] for b in baseline_rows), "rows": baseline_rows},
         "rows": rows,
@@ -169,6 +231,9 @@ def format_log_report(rep: dict[str, Any], verbose: bool = False) -> str:
                + (f" ({s['accuracy']:.0%})" if s["accuracy"] is not None else ""))
     st = rep["stage"]
     out.append(f"stage: {st['right']}/{st['of']} right" + (f" ({st['accuracy']:.0%})" if st["accuracy"] is not None else ""))
+    f = rep["folder"]
+    out.append(f"--logs DIR (the {f['logs']} multi-rank logs split into per-rank files): F1 {f['per_rank_files']['f1']:.3f} "
+               f"against {f['one_file']['f1']:.3f} as one file; same suspect on {f['same_suspect']}/{f['logs']}")
     if rep["recall@1"] is not None:
         r = rep["recall@1"]
         out.append(f"R@1 where a case applies: {r['right']}/{r['of']}" + (f" ({r['value']:.2f})" if r["value"] is not None else ""))
@@ -180,9 +245,11 @@ def format_log_report(rep: dict[str, Any], verbose: bool = False) -> str:
         out.append(f"  {x['log']:<40} P {x['precision']:.2f} -> {x['precision_with_baseline']:.2f} ({x['lines_set_aside']} lines set aside)")
     for row in rep["rows"]:
         bad = row["f1"] < 1.0 or (row["suspect_label"] is not None and row["suspect"] != row["suspect_label"]) \
-            or (row["stage_label"] and row["stage"] != row["stage_label"]) or row.get("r1") is False
+            or row["stage_ok"] is False or row.get("r1") is False or row.get("folder_f1", 1.0) < row["f1"]
         if verbose or bad:
             extra = f" r1={row.get('r1')} got={row.get('got')}" if "r1" in row else ""
             out.append(f"  {row['log']:<40} [{row['split']}] P {row['precision']:.2f} R {row['recall']:.2f} "
-                       f"suspect {row['suspect']} (label {row['suspect_label']}) stage {row['stage']} (label {row['stage_label']}){extra}")
+                       f"suspect {row['suspect']} (label {row['suspect_label']}) stage {row['stage']} {row['stage_step']} "
+                       f"(label {row['stage_label']} {row['step_label']})"
+                       + (f" folder F1 {row['folder_f1']:.2f} suspect {row['folder_suspect']}" if "folder_f1" in row else "") + extra)
     return "\n".join(out)

@@ -30,6 +30,7 @@ class Kind(str, Enum):
     DENSE = "dense"  # the case text closest to the query (kb.encoder, cosine)
     STAGE = "stage"  # demoted: a start-up case, but the log got further (kb.logsearch, kb.stage)
     NEAR_MISS = "near_miss"  # a pasted line has a signature's words but other quoted names (kb.near_miss)
+    DEATH = "death"  # promoted: a process died by SIGKILL, the host-OOM entry explains it (kb.logsearch, kb.logdeath)
 
 
 def quoted(text: str) -> str:
@@ -75,6 +76,10 @@ class Evidence:
     @classmethod
     def stage_demotion(cls, stage: str) -> Evidence:
         return cls(Kind.STAGE, f"demoted: a start-up case, but the log reached {stage}", stage=stage)
+
+    @classmethod
+    def process_death(cls, text: str, line: str) -> Evidence:
+        return cls(Kind.DEATH, text, line)
 
     @classmethod
     def near_miss(cls, signature: str, line: str, case_name: str, pasted_name: str) -> Evidence:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .logdeath import death_of, memory_pressure
 from .signals import EMBEDDED_EXC_RE, EXCEPTION_RE, MAX_LINE_CHARS, MAX_SCAN_CHARS, _cap, clean_line
 from .variable_tokens import RANK_ID, normalise
 
@@ -32,10 +33,11 @@ MAX_KEPT = 12  # searched_for shows at most this many lines
 
 # Where a line says which rank printed it.
 RANK_RES = [
-    re.compile(r"^\s*(?:\[\d+\]\s*)?\[(?:rank|default)(\d+)\]:"),  # torch `[rank1]:`, torchrun --tee `[default1]:`
+    # torch `[rank1]:`, torchrun --tee `[default1]:`, also behind Ray's `(WorkerDict pid=2101, ip=10.0.0.1) ` prefix
+    re.compile(r"^\s*(?:\[\d+\]\s*)?(?:\([^()]{0,120}\bpid=\d+[^()]{0,120}\)\s*)?\[(?:rank|default)(\d+)\]:"),
     re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output
     re.compile(r"\[(?:PG[^\]]*?)?\s*Rank (\d+)\]"),  # `[Rank 3]`, `[PG 1 Rank 0]` in ProcessGroupNCCL messages
-    re.compile(r"^\s*\[Rank (\d+)\]", re.I),
+    re.compile(r"^\s*\[Rank ?(\d+)\]", re.I),  # `[Rank 3] ...`, a job's own `[rank0] WARNING: ...`
 ]
 SUMMARY_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")  # torchrun failure summary
 LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: \d+\)")
@@ -79,6 +81,16 @@ CONSEQUENCE_RES: list[tuple[re.Pattern[str], str]] = [
                 r"Exception \(either an error or timeout\) detected by watchdog|Timeout at NCCL work"),
      "the watchdog's follow-up to a timeout"),
 ]
+# NCCL's ncclRemoteError (src/init.cc ncclGetErrorString; torch c10d NCCLUtils getNcclErrorDetailStr @ v2.13.0):
+# a peer exited or the network failed. A consequence when another rank's error is in the log, else the cause.
+REMOTE_RE = re.compile(r"remote process exited or there was a network error|"
+                       r"ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely")
+REMOTE_WHY = "NCCL reports that a peer exited or the network failed: another rank failed first"
+# A loss or gradient that stopped being finite. NaN spreads to every rank through the all-reduce, so only the
+# first such report says where and when it started; the later ones follow from it.
+NONFINITE_RE = re.compile(r"\b(?:loss|grad(?:ient)?s?(?:[_ ]norm)?|logits?|reward|weights?)\b[^|]{0,30}?"
+                          r"(?:\bis\b|=|:)\s*(?:-?nan|-?inf|non-finite|not finite)\b", re.I)
+NONFINITE_WHY = "the NaN/inf reported earlier spread to this line (through the all-reduce, the next steps)"
 TIMEOUT_RE = re.compile(
     r"timed? ?out|Timeout|watchdog got stuck|deadline exceeded|DistStoreError", re.I)
 TIMEOUT_WHY = "a collective timed out waiting for a rank that had already failed"
@@ -100,6 +112,7 @@ RAYLET_DEAD_RE = re.compile(r"A worker died or was killed|The actor (?:died|is d
 MESSAGE_START_RE = re.compile(
     r"^(?:Could not (?:override|find|load|import|open|connect)|Cannot |Can't |Unable to |Failed to |"
     r"Key '[^']+' (?:is )?not in|Missing mandatory value|No module named|Segmentation fault|Bus error|"
+    r"Parameter(?: indice)?s which did not receive grad for rank \d+|"  # DDP (torch c10d reducer.cpp @ v2.13.0)
     r"Killed\b|Aborted\b|Floating point exception|Illegal instruction)"
 )
 BARE_EXC_RE = re.compile(
@@ -117,7 +130,7 @@ class LogLine:
     norm: str  # normalised (variable tokens masked): the line's template
     rank: int | None = None
     file: str = ""
-    role: str = "other"  # cause | consequence | timeout | frame | launcher | other
+    role: str = "other"  # cause | consequence | timeout | remote | nonfinite | frame | launcher | warning | other
     why: str = ""  # for consequences: why it is one
 
 
@@ -160,6 +173,15 @@ def classify(line: LogLine) -> None:
         return
     if NCCL_INFO_RE.search(t):
         line.role = "other"
+        return
+    if death_of(line.text) is not None or (memory_pressure(t) and not WARNING_RE.match(t)):
+        line.role = "cause"  # a process died by a signal of its own (SIGKILL, SIGSEGV), or the host ran out of memory
+        return
+    if REMOTE_RE.search(t):
+        line.role, line.why = "remote", REMOTE_WHY
+        return
+    if NONFINITE_RE.search(t) and not _is_exception(t):
+        line.role = "nonfinite"  # the first one is a cause, the rest consequences (reduce_lines)
         return
     for rx, why in CONSEQUENCE_RES:
         if rx.search(t):
@@ -211,7 +233,10 @@ def parse(text: str, file: str = "", file_rank: int | None = None) -> list[LogLi
                 and line.role in ("other", "consequence", "cause"):
             line.role, line.why = "frame", ""  # the source line printed under a frame (`raise ChildFailedError(`)
         if line.role == "other" and (LAST_ERROR_RE.match(line.text.strip()) or (out and out[-1].text.strip() == "Last error:")):
-            line.role = "cause"  # NCCL's own detail under torch's DistBackendError: `socketStartConnect: ... failed`
+            # NCCL's own detail under torch's DistBackendError: `socketStartConnect: ... failed`; under a
+            # remote error it is that error's detail (a peer went away), not a cause of its own
+            line.role = "remote" if any(p.role == "remote" for p in out[-3:]) else "cause"
+            line.why = REMOTE_WHY if line.role == "remote" else ""
         if line.role == "other" and _continues_message(out, line):
             line.role = "cause"  # pydantic's `  Value error, ...` under `ValidationError: 1 validation error for ...`
         out.append(line)
@@ -247,7 +272,15 @@ def _first_cause_rank(lines: list[LogLine]) -> int | None:
 
 def reduce_lines(lines: list[LogLine]) -> Reduction:
     """Pick the cause lines; mark consequences. Frames only when they are all there is."""
+    nonfinite = [l for l in lines if l.role == "nonfinite"]
+    for i, l in enumerate(nonfinite):
+        l.role, l.why = ("cause", "") if i == 0 else ("consequence", NONFINITE_WHY)
     causes = [l for l in lines if l.role == "cause"]
+    remote = [l for l in lines if l.role == "remote"]
+    for l in remote:  # a peer's death explains NCCL's remote error when another error is in the log
+        l.role = "consequence" if causes else "cause"
+    if not causes:
+        causes = remote
     timeouts = [l for l in lines if l.role == "timeout"]
     red = Reduction(lines, [], [])
     if causes:

@@ -20,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from .baseline import set_aside, templates
 from .evidence import Evidence
+from .logdeath import Death, death_of, memory_pressure
 from .logreduce import LogLine, Reduction, parse, reduce_lines
-from .ranks import RankVerdict, verdict
+from .ranks import RankVerdict, explaining_line, verdict
 from .signals import read_log
 from .stage import Stage, contradicts, detect
 from .user_words import leading_words
@@ -38,6 +39,44 @@ FILE_RANK_RES = [
     re.compile(r"(?:^|/)(\d+)\.(?:log|txt|out|err)$"),
 ]
 STAGE_DEMOTION = 0.5
+HOST_OOM_TAG = "oom-killer"  # the memory entries about the kernel's OOM killer carry this tag
+DEATH_SEARCH_K = 40  # enough of the ranking to find the host-OOM entry when a rank died by SIGKILL
+MAX_PRESSURE_LINES = 3
+
+
+@dataclass
+class DeathVerdict:
+    """A process died by a signal of its own (logdeath), and what the log says about the host's memory."""
+
+    death: Death
+    line: LogLine
+    pressure: list[LogLine]  # lines saying the host ran short of memory (the kernel, Ray's monitor, allocations)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"signal": self.death.name, "how": self.death.how, "line": self.line.text.strip()[:300],
+                "where": f"{self.line.file}:{self.line.n}" if self.line.file else self.line.n,
+                "memory_pressure": [l.text.strip()[:300] for l in self.pressure]}
+
+    def sentence(self) -> str:
+        said = f"{self.death.name} ({_where_line(self.line)}: {self.line.text.strip()[:120]})"
+        if self.pressure:
+            return f"a process died by {said} while the host ran short of memory ({_where_line(self.pressure[0])}: " \
+                   f"{self.pressure[0].text.strip()[:120]}): the kernel's OOM killer sends SIGKILL"
+        return f"a process died by {said}; nothing else in the log says why, and the kernel's OOM killer is the usual sender of SIGKILL"
+
+
+def _where_line(line: LogLine) -> str:
+    return f"{line.file}:{line.n}" if line.file else f"line {line.n}"
+
+
+def death_verdict(red: Reduction) -> DeathVerdict | None:
+    """The first kept line that states a process death, with the log's memory-pressure lines."""
+    for l in red.kept:
+        d = death_of(l.text)
+        if d is not None:
+            pressure = [p for p in red.lines if p.role == "cause" and memory_pressure(p.text)][:MAX_PRESSURE_LINES]
+            return DeathVerdict(d, l, pressure)
+    return None
 
 
 class LogInputError(Exception):
@@ -53,6 +92,7 @@ class LogAnalysis:
     baseline_path: str = ""
     files: list[str] = field(default_factory=list)
     line_count: int = 0
+    death: DeathVerdict | None = None
 
     @property
     def query(self) -> str:
@@ -78,6 +118,8 @@ class LogAnalysis:
             out["baseline"] = {"path": self.baseline_path, "lines_set_aside": self.baseline_removed}
         if self.files:
             out["files"] = self.files
+        if self.death is not None:
+            out["death"] = self.death.to_json()
         return out
 
     def summary_lines(self) -> list[str]:
@@ -93,6 +135,8 @@ class LogAnalysis:
             out.append(f"{len(cons)} consequence line(s) set aside, e.g. {first!r} ({cons[0].why})")
         if self.baseline_path:
             out.append(f"baseline {self.baseline_path}: {self.baseline_removed} line(s) also in the good run set aside")
+        if self.death is not None:
+            out.append(f"process death: {self.death.sentence()}")
         return out
 
 
@@ -119,7 +163,13 @@ def _analyse(lines: list[LogLine], good: str | None, baseline_path: str, files: 
     red = reduce_lines(lines)
     # progress lines the good run also printed still say how far this run got
     whole = Reduction(every, red.kept, red.consequences, red.frames_dropped, red.hang) if good is not None else red
-    return LogAnalysis(red, verdict(whole), detect(whole), removed, baseline_path, files, len(every))
+    rank = verdict(whole)
+    if red.hang and rank.suspect is not None:
+        # the stuck rank's own warning says why it never joined the collective: searched first, before its peers' timeouts
+        why = explaining_line(red, rank.suspect)
+        if why is not None and why not in red.kept:
+            red.kept.insert(0, why)
+    return LogAnalysis(red, rank, detect(whole), removed, baseline_path, files, len(every), death_verdict(red))
 
 
 def analyse_text(text: str, baseline: str | None = None, baseline_path: str = "") -> LogAnalysis:
@@ -163,6 +213,24 @@ def analyse_files(root: Path, baseline: str | None = None, baseline_path: str = 
     return _analyse(lines, baseline, baseline_path, names)
 
 
+def _promote_host_oom(answer: Answer, docs: dict[str, Any], death: DeathVerdict) -> str | None:
+    """A rank died by SIGKILL: the host-OOM entry goes first, with the death as its evidence. Its id, or None."""
+    for i, r in enumerate(answer.results):
+        doc = docs.get(r.id)
+        if doc is None or doc.get("category") != "memory" or HOST_OOM_TAG not in doc.get("tags", []):
+            continue
+        r.evidence.insert(0, Evidence.process_death(death.sentence(), death.line.text.strip()))
+        if i > 0:
+            # memory pressure in the log makes it likely; a bare SIGKILL (no traceback) only makes it the usual suspect
+            r.confidence = "medium" if death.pressure else "low"
+            for other in answer.results:
+                other.p_right = None  # the fitted chance was for the scorers' top answer, not this one
+            answer.results.insert(0, answer.results.pop(i))
+        answer.abstained = False
+        return r.id
+    return None
+
+
 def search_text(engine: Engine, text: str, k: int = 5, use: tuple[str, ...] | None = None, context: str = "",
                 baseline: str | None = None, baseline_path: str = "", typed: bool = True) -> Answer:
     """What the app and `kb search` do with a paste: a log goes through the log reader, a short query is searched as typed.
@@ -180,7 +248,11 @@ def search_text(engine: Engine, text: str, k: int = 5, use: tuple[str, ...] | No
 def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tuple[str, ...] | None = None,
                     fallback_text: str = "", context: str = "", typed: bool = True) -> Answer:
     """Rank cases for the analysed log; stage-contradicting cases go below the others."""
-    kwargs: dict[str, Any] = {"k": k + 5}
+    death = analysis.death if analysis.death is not None and analysis.death.death.signal == 9 \
+        and analysis.death.death.how != "ray-memory-monitor" else None  # Ray's monitor has its own entry, found by its message
+    kwargs: dict[str, Any] = {"k": max(k + 5, DEATH_SEARCH_K) if death else k + 5}
+    if death is not None:
+        kwargs["abstain"] = False  # the death decides below; abstention is checked after it
     if use is not None:
         kwargs["use"] = use
     # a folder of logs with no error line in any of them is not searched as prose
@@ -208,13 +280,14 @@ def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tupl
             r.evidence.insert(0, Evidence.stage_demotion(analysis.stage.label()))
             demoted.append(r.id)
     answer.results.sort(key=lambda r: (r.id in demoted, -r.score))
+    promoted = _promote_host_oom(answer, docs, death) if death is not None else None
     answer.results = answer.results[:k]
     if answer.results and answer.results[0].id in demoted:
         # only start-up cases matched a crash after training steps: never answer with one of them
         answer.notes.append(f"only start-up cases matched ({', '.join(demoted[:3])}), but the log reached {analysis.stage.label()}: "
                             "they do not explain it")
         answer.abstained, answer.results = True, []
-    elif answer.results and answer.results[0].score < engine.weights.abstain_below:
+    elif answer.results and answer.results[0].score < engine.weights.abstain_below and promoted is None:
         answer.abstained, answer.results = True, []
     answer.query = query
     answer.extra.update(analysis.to_json())

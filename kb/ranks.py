@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .logreduce import LAUNCHER_FAILED_RE, ROOT_CAUSE_RE, SUMMARY_RANK_RE, LogLine, Reduction
+from .logreduce import LAUNCHER_FAILED_RE, ROOT_CAUSE_RE, SUMMARY_RANK_RE, LogLine, Reduction, _template
 
 # a time of day near the start of the raw line (ISO, glog `E1202 11:27:34.30`, `[E626 06:24:44.90`, Ray `[2024-..]`)
 TIME_RE = re.compile(r"^.{0,40}?(?:(\d{4}-\d{2}-\d{2})[ T]|[EFWI](\d{3,4}) )?(\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
@@ -108,6 +108,27 @@ def _last_line(lines: list[LogLine], rank: int) -> LogLine | None:
     return None
 
 
+WARNED_RE = re.compile(r"Warning\b|^\s*(?:WARNING|WARN)\b|\bskip(?:ping|ped)?\b|\bempty\b", re.I)
+
+
+def explaining_line(red: Reduction, rank: int) -> LogLine | None:
+    """In a hang, the quiet rank's own last warning before its peers timed out (`rank 1: batch ... empty, skipping`):
+    what it did instead of joining the collective. Its own prefix, or its number in the text, says whose it is."""
+    first_timeout: dict[str, int] = {}  # per file (--logs): the line of its first timeout
+    for l in red.lines:
+        if l.role == "timeout":
+            first_timeout.setdefault(l.file, l.n)
+    says_rank = re.compile(rf"\brank[\s:=]*{rank}\b", re.I)
+    # a warning its peers printed too (the same template) does not say why only this rank went missing
+    peers = {_template(l.norm) for l in red.lines if l.rank is not None and l.rank != rank}
+    for l in reversed(red.lines):
+        if l.n >= first_timeout.get(l.file, l.n + 1) or l.role not in ("warning", "cause", "other") or l.text[:1].isspace() or not WARNED_RE.search(l.text):
+            continue
+        if (l.rank == rank or (l.rank is None and says_rank.search(l.text))) and _template(l.norm) not in peers:
+            return l
+    return None
+
+
 def verdict(red: Reduction) -> RankVerdict:
     lines = red.lines
     if red.hang:
@@ -135,7 +156,7 @@ def _hang_verdict(red: Reduction) -> RankVerdict:
     quiet = sorted(ranks - timed_out)
     if timed_out and len(quiet) == 1:
         k = quiet[0]
-        last = _last_line(lines, k)
+        last = explaining_line(red, k) or _last_line(lines, k)
         said = f"; its last line: {_short(last.text)}" if last is not None else "; it printed nothing of its own"
         return RankVerdict(k, f"a hang: rank(s) {', '.join(map(str, sorted(timed_out)))} timed out waiting in a collective, "
                               f"rank {k} did not report the timeout{said}",

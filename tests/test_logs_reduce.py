@@ -275,16 +275,50 @@ def test_eval_logs_bad_sidecars_name_the_file(tmp_path: Path) -> None:
         load_set(tmp_path / "c")
 
 
-def test_the_labelled_set_meets_the_targets() -> None:
-    """eval/logs as committed: >= 40 logs (>= 20 posted, >= 15 made here), F1 >= 0.90 on dev and held-out."""
-    logs = load_set(ROOT / "eval" / "logs")
-    assert len(logs) >= 40
-    assert sum(1 for l in logs if l.source.startswith("https://")) >= 20
-    assert sum(1 for l in logs if l.source.startswith("made here:")) >= 15
-    rep = evaluate_logs(ROOT / "eval" / "logs")
-    assert rep["by_split"]["dev"]["f1"] >= 0.90 and rep["by_split"]["heldout"]["f1"] >= 0.90
-    assert rep["suspect"]["accuracy"] >= 0.85
+CLAIM_MARGIN = 0.03  # measured figures may sit this far under eval/logs/README.md's; a drop of 0.05 fails
+
+
+def _claimed() -> dict[str, tuple[float, float, float]]:
+    """eval/logs/README.md's figures table: split -> (precision, recall, F1)."""
+    out = {}
+    for line in (ROOT / "eval" / "logs" / "README.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] in ("dev", "held-out", "all"):
+            out[cells[0]] = (float(cells[2]), float(cells[3]), float(cells[4]))
+    return out
+
+
+def _check_claims(rep: dict) -> None:
+    claimed = _claimed()
+    assert set(claimed) == {"dev", "held-out", "all"}
+    for split, got in (("dev", rep["by_split"]["dev"]), ("held-out", rep["by_split"]["heldout"]), ("all", rep["kept_lines"])):
+        p, r, f1 = claimed[split]
+        assert got["precision"] >= p - CLAIM_MARGIN and got["recall"] >= r - CLAIM_MARGIN and got["f1"] >= f1 - CLAIM_MARGIN, (split, got)
+    # issue 26's floors
+    assert rep["kept_lines"]["precision"] >= 0.95 and rep["kept_lines"]["recall"] >= 0.95
+    assert rep["stage"]["accuracy"] >= 0.90 and rep["suspect"]["accuracy"] >= 0.90
+    folder = rep["folder"]
+    assert folder["logs"] >= 20 and folder["per_rank_files"]["f1"] >= folder["one_file"]["f1"] - 0.02
     assert rep["baseline"]["never_lower"]
+
+
+def test_the_labelled_set_meets_the_targets_and_the_readmes_claims() -> None:
+    """eval/logs as committed: the figures README claims (less CLAIM_MARGIN) and issue 26's floors:
+    per-failure-line recall and precision >= 0.95, stage and suspect >= 0.90, --logs DIR within 0.02 of one file."""
+    logs = load_set(ROOT / "eval" / "logs")
+    assert len(logs) >= 50
+    assert sum(1 for l in logs if l.source.startswith("https://")) >= 20
+    assert sum(1 for l in logs if l.source.startswith("made here:")) >= 25
+    _check_claims(evaluate_logs(ROOT / "eval" / "logs"))
+
+
+@pytest.mark.parametrize("split", ["all", "dev", "heldout"])
+def test_a_drop_of_log_f1_by_005_fails_the_claim_check(split: str) -> None:
+    rep = evaluate_logs(ROOT / "eval" / "logs")
+    got = rep["kept_lines"] if split == "all" else rep["by_split"][split]
+    got["f1"] = _claimed()["held-out" if split == "heldout" else split][2] - 0.05
+    with pytest.raises(AssertionError):
+        _check_claims(rep)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -75,7 +75,7 @@ SCENARIOS: list[Scenario] = [
       label_rank=0, suspect=0, stage="checkpoint", at=6),
     T("val-shape", "val", label=[r"mat1 and mat2 shapes cannot be multiplied"], label_rank=1, suspect=1, stage="validation", at=10),
     T("kill-rank1", "kill", step=5, label=[r"Signal 9 \(SIGKILL\) received by PID", r"exitcode: -9\) local_rank: 1",
-      r"exitcode\s+: -9"], suspect=1, stage="step"),
+      r"exitcode\s+: -9"], suspect=1, stage="step", expected=["host-oom-killed-colocation"]),
     T("alloc-rank1", "alloc", step=3, label=[r"DefaultCPUAllocator: can't allocate memory"], label_rank=1, suspect=1, stage="step"),
     T("cuda-on-cpu", "cuda", rank=0, label=[r"has no attribute '_cuda_setDevice'|Torch not compiled with CUDA enabled"], label_rank=0, suspect=0, stage="init"),
     T("keyerror-4ranks", "keyerror", rank=3, step=2, nproc=4, label=[r"KeyError: 'warmup_steps'"], label_rank=3, suspect=3,
@@ -100,6 +100,30 @@ SCENARIOS: list[Scenario] = [
     Scenario("ray-task-missing-module", [str(HERE / "ray_job.py"), "--fault", "task-import"], "python",
              label=[r"ModuleNotFoundError: No module named 'flash_attn'", r"RayTaskError\(ModuleNotFoundError\)"],
              expected=["flash-attn-not-installed"], stage="rollout", step=1, good="ray.log"),
+]
+
+# Process deaths, hangs and late stages (issue 26): made with the same jobs.
+DEATH = [r"failed \(exitcode: -\d+\) local_rank: 1", r"exitcode\s+: -(?:9|11) ", r"Signal (?:9|11) \(SIG(?:KILL|SEGV)\) received by PID"]
+SCENARIOS += [
+    T("segv-rank1", "segv", step=4, label=[r"^Fatal Python error: Segmentation fault", *DEATH], suspect=1, stage="step"),
+    T("dataloader-killed", "dlkill", step=4, label=[r"DataLoader worker \(pid \d+\) is killed by signal: Killed",
+      r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly"], label_rank=1, suspect=1, stage="step",
+      expected=["host-oom-killed-colocation"]),
+    T("ddp-unused-param", "unused", step=3, label=[r"Expected to have finished reduction in the prior iteration",
+      r"Parameter indices which did not receive grad for rank 1"], label_rank=1, suspect=1, stage="step",
+      expected=["ddp-expected-finished-reduction"]),
+    T("skip-collective-hang", "skip", step=4, label=[r"Timed out waiting|timed out|Timeout", r"UserWarning: rank 1: batch at step \d+ is empty after filtering"],
+      suspect=1, stage="step"),
+    T("ckpt-barrier-hang", "ckpt-hang", rank=0, step=6, label=[r"Timed out waiting|timed out|Timeout"], suspect=0,
+      stage="checkpoint", at=6),
+    T("shutdown-rank1", "shutdown", label=[r"FileNotFoundError: .*kb-no-such-dir/metrics\.json"], label_rank=1, suspect=1,
+      stage="shutdown"),
+    # the first non-finite loss (rank 0, step 4) says where it started; every later NaN line follows from it
+    T("nan-loss-clip", "nanloss", rank=0, step=4, label=[r"The total norm of order 2\.0 for gradients from `parameters` is non-finite",
+      r"^\[rank0\] WARNING: step 4: loss is inf"], suspect=0, stage="step"),
+    Scenario("ray-memory-monitor", [str(HERE / "ray_job.py"), "--fault", "task-oom"], "python",
+             label=[r"OutOfMemoryError", r"OOM kill reason", r"killed due to (?:the node running low on memory|memory pressure)"],
+             expected=["ray-oom-killer-memory-monitor"], stage="rollout", step=1, good="ray.log", timeout=240),
 ]
 
 # Not run through the reducer while its rules were tuned (eval/logs/README.md).
