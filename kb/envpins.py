@@ -127,6 +127,9 @@ class Pin:
     extra: str  # "" for a base requirement
     source: str  # "verl 0.9.0 metadata (Requires-Dist)" or "setup.py:55@v0.9.0"
     from_metadata: bool
+    # a requirements file of one platform or engine (requirements-npu.txt): it is no extra pip knows,
+    # so it counts only when that platform's package is installed, never as a "possible" conflict
+    only_if_used: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,12 +268,14 @@ def data_pins(release: dict[str, Any], env: dict[str, str], unreadable: list[str
         if not isinstance(entry, dict):
             continue
         group = str(entry.get("group", ""))
+        conditional = False
         if group in ("install_requires", "pyproject:dependencies"):
             extra = ""
         elif group.startswith(("extra:", "pyproject:extra:")):
             extra = canonical(group.rsplit(":", 1)[1])
         elif group in REQUIREMENT_FILE_GROUPS:
             extra = REQUIREMENT_FILE_GROUPS[group]
+            conditional = extra != ""
         else:
             continue
         text = str(entry.get("requirement", ""))
@@ -283,7 +288,7 @@ def data_pins(release: dict[str, Any], env: dict[str, str], unreadable: list[str
             continue  # a platform marker that does not hold here
         if not req.specifier or canonical(req.name) == "verl":
             continue
-        pins.append(Pin(canonical(req.name), str(req.specifier), text, extra, str(entry.get("source", "")), False))
+        pins.append(Pin(canonical(req.name), str(req.specifier), text, extra, str(entry.get("source", "")), False, conditional))
     return pins
 
 
@@ -341,6 +346,7 @@ def compare(probe: dict[str, Any], data: dict[str, Any] | None = None) -> PinRep
         pins += data_pins(release, env, report.unreadable)
     used = extras_in_use({p.extra for p in pins if p.extra}, pulls, versions)
     report.extras_in_use = sorted(used)
+    pins = [p for p in pins if not p.only_if_used or p.extra in used]
     # One conflict per (package, range), with every extra and every place that declares it.
     merged: dict[tuple[str, str], tuple[Pin, list[str], list[str]]] = {}
     for p in pins:
@@ -379,6 +385,7 @@ def probe_names(data: dict[str, Any]) -> list[str]:
     """Every package the data file pins, so that one probe answers for whichever release is installed."""
     names = {canonical(str(p.get("name", ""))) for r in data.get("releases", []) if isinstance(r, dict)
              for p in r.get("declared", []) if isinstance(p, dict) and p.get("name")}
+    names |= {canonical(n) for n in EXTRA_MARKER_DIST.values()}  # what tells an extra is in use
     return sorted(n for n in names if n and n != "verl")
 
 
