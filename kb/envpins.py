@@ -48,6 +48,7 @@ PIN_ENTRIES = {
     "transformers": "transformers-version-mismatch",
     "numpy": "numpy2-abi-incompat",
     "torch": "vllm-sglang-torch-pin-conflict",
+    "flash-attn": "flash-attn-undefined-symbol",
 }
 GENERAL_ENTRY = "verl-declared-requirement-conflict"
 # An extra is in use when this distribution is installed (default: the extra's own name).

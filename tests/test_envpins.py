@@ -299,3 +299,11 @@ def test_a_healthy_environment_has_no_conflicts(mismatched, tmp_path, monkeypatc
     report = envpins.check_pins(python)
     assert report.error == "" and report.conflicts == [] and report.checked >= 2
     assert "no conflicts" in "\n".join(envpins.format_pins(report))
+
+
+def test_flash_attn_pin_of_091_is_possible_unless_its_extra_is_evidently_used():
+    requires = ['verl[flash-attn-cu130torch211]; extra == "fsdp"', 'flash-attn==2.8.3; extra == "flash-attn-cu130torch211"',
+                'torch==2.11.0; extra == "fsdp"']
+    report = compare(probe(requires, {"flash-attn": "2.7.4.post1", "torch": "2.11.0"}, verl="0.9.1"), {"releases": []})
+    (c,) = report.conflicts
+    assert (c.package, c.certain, c.extras, c.entry) == ("flash-attn", False, ("flash-attn-cu130torch211",), "flash-attn-undefined-symbol")
