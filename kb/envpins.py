@@ -405,6 +405,16 @@ def check_pins(python: str) -> PinReport:
     return compare(probe, data)
 
 
+def conflict_summary(report: PinReport) -> str | None:
+    """One comparable line for `kb doctor --ray`'s node facts: the certain conflicts, or None without verl."""
+    if report.error:
+        return None if report.verl is None and "not installed" in report.error else f"could not check ({report.error})"
+    certain = report.certain()
+    if not certain:
+        return "no conflicts"
+    return "; ".join(f"{c.package} {c.installed or 'missing'} vs {c.requirement} ({c.entry})" for c in certain)
+
+
 def format_pins(report: PinReport, indent: str = "  ") -> list[str]:
     """The text lines of `kb env`'s and `kb doctor`'s pin section."""
     if report.error:

@@ -307,3 +307,21 @@ def test_flash_attn_pin_of_091_is_possible_unless_its_extra_is_evidently_used():
     report = compare(probe(requires, {"flash-attn": "2.7.4.post1", "torch": "2.11.0"}, verl="0.9.1"), {"releases": []})
     (c,) = report.conflicts
     assert (c.package, c.certain, c.extras, c.entry) == ("flash-attn", False, ("flash-attn-cu130torch211",), "flash-attn-undefined-symbol")
+
+
+def test_conflict_summary_is_one_comparable_line_for_the_cluster_doctor():
+    report = compare(probe(["numpy>=2.0.0", 'torch==2.9.1; extra == "sglang"'], {"numpy": "1.26.4", "torch": "2.8.0"}), {"releases": []})
+    assert envpins.conflict_summary(report) == "numpy 1.26.4 vs numpy>=2.0.0 (numpy2-abi-incompat)"  # the possible one is left out
+    assert envpins.conflict_summary(compare(probe([], {}), {"releases": []})) == "no conflicts"
+    assert envpins.conflict_summary(compare({"verl": None, "versions": {}}, {"releases": []})) is None
+
+
+def test_cluster_node_facts_carry_the_pin_summary(mismatched, monkeypatch):
+    from kb.cluster_node import node_facts
+
+    python, site = mismatched
+    monkeypatch.setenv("PYTHONPATH", site)
+    facts = node_facts(python)
+    assert facts["verl"] == "0.9.0"
+    assert "vllm 0.11.0 vs vllm>=0.18.0 (vllm-verl-version-mismatch)" in facts["verl_pins"]
+    assert "torch" not in facts["verl_pins"]  # only what is certain: the sglang extra may not be in use
