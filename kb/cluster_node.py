@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .casefile import Case, Check
+from .envpins import check_pins, conflict_summary
 from .envreport import (
     PACKAGES,
     cuda_version,
@@ -98,6 +99,9 @@ def node_facts(python: str | None = None) -> dict[str, Any]:
         facts["gpu_names"] = ", ".join(sorted({g["name"] for g in gpus["gpus"]})) or None
     else:
         facts["gpu_count"] = facts["gpu_names"] = gpus["gpus"]
+    # the installed verl's declared pins against this node's versions (kb/envpins.py): one line, so a node
+    # whose packages broke verl's ranges stands out among the differences
+    facts["verl_pins"] = conflict_summary(check_pins(tp.path))
     facts["interfaces"] = ", ".join(interface_names())
     for key, value in node_env().items():
         facts[f"env.{key}"] = value

@@ -38,6 +38,8 @@ EXACT_POINTERS: dict[str, tuple[str, ...]] = {
     "tensordict": ("tensordict-version-mismatch",),
     "flash-attn": ("flash-attn-undefined-symbol",),
     "numpy": ("numpy2-abi-incompat",),
+    # each conflict in the value names its own entry; this is the general one
+    "verl_pins": ("verl-declared-requirement-conflict",),
     "ray": ("ray-cannot-connect-cluster",),
     "python": ("ray-cannot-connect-cluster",),
 }

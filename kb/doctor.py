@@ -7,6 +7,12 @@ the others are listed as "not run: folder not trusted" with the command that
 trusts the folder. The report puts what is confirmed on this node first,
 since that is what the user acts on, and names each case's folder layer and
 file.
+
+One built-in step runs beside the checks: the installed verl's declared
+requirements against the installed versions (kb/envpins.py, read-only, one
+probe of the target Python). Each certain conflict is listed with the
+confirmed checks, under the entry that explains it (check name `verl-pins`);
+a conflict with a pin of an extra that may not be in use is inconclusive.
 """
 
 from __future__ import annotations
@@ -19,12 +25,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .casefile import Case, Check
+from .envpins import Conflict, PinReport, check_pins
+from .needs import target_python
 from .provenance import case_origin
 from .runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED, CheckResult, resolve_params, run_check
 from .safe_text import visible, visible_block
 from .trust import TrustState, case_trust
 
 WORKERS = 4  # a few: checks call nvidia-smi and Python, which do not like a crowd
+PIN_CHECK = "verl-pins"  # the name the built-in pin step's findings carry
 
 
 def doctor_checks(cases: list[Case]) -> list[tuple[Case, Check]]:
@@ -74,22 +83,34 @@ class DoctorReport:
     titles: dict[str, str] = field(default_factory=dict)  # case id -> title, for display
     origins: dict[str, str] = field(default_factory=dict)  # case id -> folder layer and file (and what it overrides)
     not_trusted: list[NotRun] = field(default_factory=list)  # doctor checks of untrusted folders, not run
+    pins: PinReport | None = None  # the built-in pin step (None: not run)
 
     def by_verdict(self, verdict: str) -> list[CheckResult]:
         return [r for r in self.results if r.verdict == verdict]
+
+    def pin_findings(self, certain: bool) -> list[Conflict]:
+        if self.pins is None:
+            return []
+        return self.pins.certain() if certain else self.pins.possible()
 
     def to_dict(self) -> dict[str, Any]:
         def brief(r: CheckResult) -> dict[str, Any]:
             return {"case": r.case, "check": r.name, "output": r.output, "reason": r.reason}
 
+        def pin_brief(c: Conflict) -> dict[str, Any]:
+            verl = self.pins.verl if self.pins else None
+            output = "\n".join([c.describe(verl or "?"), "declared in: " + "; ".join(c.sources)])
+            return {"case": c.entry, "check": PIN_CHECK, "output": output, "reason": f"{c.package}: {c.kind}"}
+
         return {
-            "confirmed": [brief(r) for r in self.by_verdict(CONFIRMED)],
-            "inconclusive": [brief(r) for r in self.by_verdict(INCONCLUSIVE)],
+            "confirmed": [brief(r) for r in self.by_verdict(CONFIRMED)] + [pin_brief(c) for c in self.pin_findings(True)],
+            "inconclusive": [brief(r) for r in self.by_verdict(INCONCLUSIVE)] + [pin_brief(c) for c in self.pin_findings(False)],
             "ruled_out": len(self.by_verdict(RULED_OUT)),
             "skipped": len(self.by_verdict(SKIPPED)),
             "results": [{"case": r.case, "check": r.name, "origin": self.origins.get(r.case, ""),
                          **{k: v for k, v in r.to_dict().items() if k != "name"}} for r in self.results],
             "not_run": [n.to_dict() for n in self.not_trusted],
+            "pins": self.pins.to_dict() if self.pins is not None else None,
         }
 
 
@@ -100,8 +121,9 @@ def run_doctor(
     progress: bool | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
     cancel_event: threading.Event | None = None,
+    pins: bool = True,
 ) -> DoctorReport:
-    """Run the doctor checks of `cases` in a thread pool; `progress=None` shows tqdm only on a terminal."""
+    """Run the doctor checks of `cases` in a thread pool, and the pin step; `progress=None` shows tqdm only on a terminal."""
     from tqdm import tqdm  # only doctor needs it
 
     todo, not_trusted = split_by_trust(doctor_checks(cases))
@@ -120,6 +142,8 @@ def run_doctor(
                 if on_result is not None:
                     on_result(result)
     report.results = [r for r in slots if r is not None]
+    if pins and not (cancel_event is not None and cancel_event.is_set()):
+        report.pins = check_pins(target_python(python).path)
     return report
 
 
@@ -128,8 +152,16 @@ def format_report(report: DoctorReport, lines_per_case: int = 6) -> str:
     out: list[str] = []
     confirmed = report.by_verdict(CONFIRMED)
     inconclusive = report.by_verdict(INCONCLUSIVE)
-    if confirmed:
-        out.append(f"Confirmed on this node ({len(confirmed)}):")
+    pin_confirmed, pin_possible = report.pin_findings(True), report.pin_findings(False)
+    verl = report.pins.verl if report.pins else None
+    if confirmed or pin_confirmed:
+        out.append(f"Confirmed on this node ({len(confirmed) + len(pin_confirmed)}):")
+        for c in pin_confirmed:
+            out.append(visible(f"  [!] {c.entry} / {PIN_CHECK}: {c.describe(verl or '?')}"))
+            out.append(visible(f"      declared in: {'; '.join(c.sources)}"))
+            if c.tested:
+                out.append(visible(f"      verl's images install: {'; '.join(c.tested)}"))
+            out.append(visible(f"      see: kb show {c.entry}"))
         for r in confirmed:
             out.append(visible(f"  [!] {r.case} / {r.name}: {report.titles.get(r.case, '')}"))
             out.append(f"      from {report.origins.get(r.case, '?')}")
@@ -138,10 +170,12 @@ def format_report(report: DoctorReport, lines_per_case: int = 6) -> str:
             out.append(visible(f"      see: kb show {r.case}"))
     else:
         out.append("Nothing confirmed on this node.")
-    if inconclusive:
-        out.append(f"Inconclusive ({len(inconclusive)}):")
+    if inconclusive or pin_possible:
+        out.append(f"Inconclusive ({len(inconclusive) + len(pin_possible)}):")
         for r in inconclusive:
             out.append(visible(f"  [?] {r.case} / {r.name}: {r.reason}") + f"  ({report.origins.get(r.case, '?')})")
+        for c in pin_possible:
+            out.append(visible(f"  [?] {c.entry} / {PIN_CHECK}: {c.describe(verl or '?')}"))
     if report.not_trusted:
         out.append(f"Not run: folder not trusted ({len(report.not_trusted)}):")
         commands: list[str] = []
@@ -151,6 +185,15 @@ def format_report(report: DoctorReport, lines_per_case: int = 6) -> str:
                 commands.append(n.command)
         out.append("      read those checks (kb run ID --dry-run), then trust the folder with:")
         out.extend(f"        {visible(c)}" for c in commands)
+    if report.pins is not None:
+        p = report.pins
+        if p.error:
+            out.append(f"verl's declared pins: not checked ({p.error}).")
+        elif not p.conflicts:
+            out.append(f"verl's declared pins: no conflicts (verl {p.verl}, {p.checked} requirements compared"
+                       + (f", with {p.release}" if p.release else "") + ").")
+        for u in p.unreadable:
+            out.append(visible(f"verl's declared pins: not compared: {u}"))
     out.append(
         f"{len(report.by_verdict(RULED_OUT))} ruled out, {len(report.by_verdict(SKIPPED))} skipped "
         f"({len(report.results)} checks; a pass covers only what a check looked at; details in `kb history`)."

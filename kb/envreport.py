@@ -1,5 +1,8 @@
 """`kb env`: what this node and the training environment have, for a bug report.
 
+It also compares the installed verl's declared requirements with the installed
+versions (`verl_pins`, kb/envpins.py) and names the entry for each conflict.
+
 In the spirit of `python -m torch.utils.collect_env`: every external command
 goes through one wrapper with a timeout (`needs.run_cmd`), anything missing
 reads "could not collect (...)" instead of crashing, package versions come
@@ -16,6 +19,7 @@ import platform
 import re
 from typing import Any
 
+from .envpins import check_pins, format_pins, pin_report_from_dict
 from .needs import python_probe, run_cmd, target_python
 
 NOT_COLLECTED = "could not collect"
@@ -127,6 +131,8 @@ def collect(python: str | None = None) -> dict[str, Any]:
         "topology": topology(),
         "packages": versions.get("packages"),
         "env": relevant_env(),
+        # the installed verl's declared requirements against the installed versions (kb/envpins.py)
+        "verl_pins": check_pins(tp.path).to_dict(),
     }
 
 
@@ -153,6 +159,10 @@ def format_report(report: dict[str, Any]) -> str:
         lines += [f"  {name}: {version or 'not installed'}" for name, version in packages.items()]
     else:
         lines.append(f"  {packages}")
+    pins = report.get("verl_pins")
+    if isinstance(pins, dict):
+        lines.append("What the installed verl declares, against what is installed:")
+        lines += format_pins(pin_report_from_dict(pins))
     env = report["env"]
     lines.append("Environment (NCCL_*, CUDA_*, TORCH_*, PYTORCH_*; names that look secret left out):")
     lines += [f"  {k}={v}" for k, v in env.items()] or ["  (none set)"]

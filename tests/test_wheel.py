@@ -35,6 +35,8 @@ def test_wheel_ships_the_builtin_cases_and_they_load(tmp_path: Path) -> None:
     n_cases = len([p for p in (ROOT / "cases").rglob("*.md")])
     assert len([n for n in names if n.startswith("kb_cases/") and n.endswith(".md")]) == n_cases
     assert "kb/cli.py" in names and any(n.startswith("tui/") and n.endswith(".tcss") for n in names)
+    # data files kb reads at run time: the confidence model, verl's declared pins (kb env, kb doctor)
+    assert "kb/confidence.json" in names and "kb/data/verl_pins.json" in names
 
     target = tmp_path / "site"
     install = subprocess.run(pip + ["install", "--no-index", "--no-deps", "--target", str(target), str(wheel)],
