@@ -76,7 +76,7 @@ def harmless_case(write_case, **extra) -> Path:
     return write_case(
         "kbtest-harmless",
         [
-            ('bash {name=says-confirmed timeout=10 description="prints and exits 1"}', 'what={{what}}\necho "looking at $what"\nexit 1'),
+            ('bash {name=says-confirmed timeout=10 description="prints and exits 1"}', 'what="$KB_PARAM_WHAT"\necho "looking at $what"\nexit 1'),
             ("bash {name=sleeps timeout=120}", "echo started\nsleep 60\necho never"),
         ],
         params={"what": "the-node"},

@@ -105,7 +105,7 @@ def test_kb_doctor_gpu_and_module_needs_run_nothing_from_the_current_folder(host
     )
     from kb.cli import main
 
-    assert main(["trust", str(folder)]) == 0  # doctor runs only checks of trusted folders
+    assert main(["trust", str(folder), "--yes"]) == 0  # doctor runs only checks of trusted folders
     capsys.readouterr()
     assert main(["doctor", "--json", "--only", "--cases", str(folder), "--python", bare_python]) == 0
     report = json.loads(capsys.readouterr().out)

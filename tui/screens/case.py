@@ -17,7 +17,7 @@ from textual.worker import Worker, WorkerState
 
 from kb.casefile import Case, Check
 from kb.provenance import case_origin
-from kb.runner import CheckResult, interpreter_for, plan_check, run_check
+from kb.runner import CheckResult, interpreter_for, run_check
 from kb.safe_text import visible, visible_block
 from kb.trust import case_trust
 
@@ -140,11 +140,8 @@ class CaseScreen(Screen[None]):
         if check is None:
             self.notify("No check selected.", severity="warning")
             return
-        # The code as it would run: parameters filled in (last values used, else defaults).
-        plan = plan_check(self.case, check, self.last_params, self.python)
-        if plan.missing:
-            self.notify("Parameters without a value stay as {{…}}: " + ", ".join(plan.missing), severity="warning")
-        self._copy(plan.code, f"the code of check {check.name}")
+        # The code exactly as parsed and as it runs: parameters are never written into it.
+        self._copy(check.code, f"the code of check {check.name}")
 
     def action_copy_signatures(self) -> None:
         self._copy("\n".join(s.removeprefix("regex:") for s in self.case.signatures), "signatures")
@@ -212,8 +209,8 @@ class CaseScreen(Screen[None]):
         for check in checks:
             if cancel.is_set():
                 break
-            # Only this check's placeholders: run_check plans with exactly these.
-            values = {k: v for k, v in params.items() if k in check.placeholders()}
+            # Only the parameters this check reads: run_check plans with exactly these.
+            values = {k: v for k, v in params.items() if k in self.case.params_of(check)}
             interpreter = interpreter_for(check, self.python)[1]
             # Through the same buffer as the output, so the header always comes first.
             output.feed(f"$ {check.name}  ({interpreter})\n")
