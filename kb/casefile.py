@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .case_blocks import Block, parse_body
+from .case_blocks import Block, parse_body, section_markdown
 from .check_code import code_findings
 from .frontmatter import FrontMatterError, load_front_matter
 from .params import DEFAULT_TYPE, ENV_REF_RE, PARAM_TYPES, env_name, value_error
@@ -125,6 +125,14 @@ class Case:
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
+
+    def fix_text(self) -> str:
+        """The Fix section rebuilt from the parsed blocks (what 'Copy fix' copies)."""
+        return section_markdown(self.blocks, "Fix")
+
+    def check_at(self, line: int) -> Check | None:
+        """The check whose fence opens on `line`, if that fence is a loaded check."""
+        return next((c for c in self.checks if c.line == line), None)
 
     def params_of(self, check: Check) -> list[str]:
         """The declared parameters a check reads (through KB_PARAM_<NAME>), in declaration order."""

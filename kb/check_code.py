@@ -24,7 +24,7 @@ import io
 import tokenize
 
 from .params import env_name
-from .safe_text import HIDDEN_RE, visible
+from .safe_text import HIDDEN_RE, visible_code
 
 Finding = tuple[int, str]  # (0-based line within the code, message)
 
@@ -65,7 +65,7 @@ def hidden_findings(code: str) -> list[Finding]:
     for ln, line in enumerate(code.split("\n")):
         m = HIDDEN_RE.search(line.rstrip("\r"))
         if m:
-            found.append((ln, f"invisible or look-alike character {visible(m.group(0))} at column {m.start() + 1}: "
+            found.append((ln, f"invisible or look-alike character {visible_code(m.group(0))} at column {m.start() + 1}: "
                               "not allowed in check code (it shows as something it is not)"))
     return found
 
@@ -156,7 +156,7 @@ def non_ascii_findings(lang: str, code: str) -> list[Finding]:
             continue
         if not _is_plain(c) and not allowed[pos] and line != last:
             last = line
-            found.append((line, f"character {visible(c)} ({'U+%04X' % ord(c)}) at column {pos - line_start + 1} is outside "
+            found.append((line, f"character {visible_code(c)} ({'U+%04X' % ord(c)}) at column {pos - line_start + 1} is outside "
                                 "printable ASCII and outside a comment or string literal: write it in ASCII "
                                 "(an interpreter may read it differently from how it looks)"))
     return found
