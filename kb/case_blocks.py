@@ -25,6 +25,7 @@ FENCE_CHARS = "`~"
 LANG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-")
 KEY_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 KEY_CHARS = KEY_START | frozenset("0123456789-")
+MAX_CODE_BLOCKS = 1000  # a case is a page; past this the file is refused without reading further
 HTML_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ/!?")
 
 
@@ -187,6 +188,7 @@ def parse_body(body: str, body_line: int) -> ParsedBody:
         text_start = upto
 
     i = 0
+    n_code = 0
     while i < len(lines):
         line = lines[i]
         lineno = body_line + i
@@ -220,6 +222,10 @@ def parse_body(body: str, body_line: int) -> ParsedBody:
             i += 1
             continue
         fence, info = opened
+        n_code += 1
+        if n_code > MAX_CODE_BLOCKS:
+            problems.append(BodyProblem(lineno, f"more than {MAX_CODE_BLOCKS} code blocks in one case; split the case"))
+            break
         j = i + 1
         closed = False
         while j < len(lines):
