@@ -358,7 +358,8 @@ async def test_run_check_through_confirm_modal(engine: Engine, write_case) -> No
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmRunScreen), what="the confirm dialog")
         dialog = app.screen
         assert dialog.values == {"what": "the-node"}
-        assert "'the-node'" in dialog.plans()[0].code or "the-node" in dialog.plans()[0].code
+        plan = dialog.plans()[0]
+        assert plan.code == plan.check.code and plan.environment == {"KB_PARAM_WHAT": "the-node"}  # value beside the code, not in it
         assert case_screen.results == []  # nothing runs before yes
         await pilot.press("y")
         await wait_until(pilot, lambda: case_screen.verdicts.get("says-confirmed") is not None, what="the verdict")

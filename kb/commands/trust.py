@@ -123,13 +123,14 @@ def run(args: argparse.Namespace) -> int:
                                  "trust could not cover what it reaches. Copy the file in, or remove the link.")) from exc
     out = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the JSON alone
     previous = last_trusted(folder)
-    if previous is not None and recorded_hash(folder) == content.hash:
+    unchanged = recorded_hash(folder) == content.hash
+    if previous is not None and unchanged:
         print(visible(f"{content.root} is already trusted with this content (since {previous[0]}); nothing changed."), file=out)
     elif previous is not None:
         _show_diff(content, *previous, out=out)
     else:
         _show_content(content, out)
-    if not args.yes:
+    if not args.yes and not unchanged:  # the same content needs no second yes
         if not is_interactive():
             raise UsageError("refusing to trust without confirmation: stdin is not a terminal. Read the code above "
                              "(or `kb trust DIR` on a terminal), then pass --yes to trust it.")
