@@ -240,7 +240,7 @@ def fake_home(tmp_path, monkeypatch):
     ("python", "import os\nv = os.environ['KB_PARAM_VALUE']\nwith open(os.environ['KB_PARAM_OUT'], 'w') as f:\n    f.write(v)\nraise SystemExit(0)"),
 ])
 @pytest.mark.parametrize("nasty", NASTY)
-def test_values_are_substituted_as_data_never_code(write_case, tmp_path, fake_home, lang, code, nasty):
+def test_values_reach_the_check_as_data_never_code(write_case, tmp_path, fake_home, lang, code, nasty):
     value = nasty.format(tmp=tmp_path)
     out = tmp_path / "out.txt"
     r = run_one(write_case, code, lang=lang, params={"value": "x", "out": None},
