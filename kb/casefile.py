@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .case_blocks import Block, parse_body, section_markdown
+from .check_code import code_findings
 from .frontmatter import FrontMatterError, load_front_matter
-from .params import DEFAULT_TYPE, PARAM_TYPES, value_error
-from .placement import PLACEHOLDER_RE, unsafe_placements
+from .params import DEFAULT_TYPE, ENV_REF_RE, PARAM_TYPES, env_name, value_error
 from .safe_text import UNSAFE_BLOCK_RE, visible
 
 REQUIRED_KEYS = ("id", "title", "category", "signatures", "symptoms", "sources")
@@ -39,8 +40,6 @@ DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 600.0
 REGEX_PREFIX = "regex:"
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
-FENCE_RE = re.compile(r"^(?P<fence>`{3,}|~{3,})\s*(?P<lang>[A-Za-z0-9_+-]*)\s*(?P<attrs>\{.*\})?\s*$")
-ATTR_RE = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_-]*)\s*=\s*("(?:[^"\\]|\\.)*"|\'[^\']*\'|[^\s}]+)\s*')
 NEED_RE = re.compile(r"^(gpu|multi-gpu|cmd:[A-Za-z0-9_.+-]+|py:[A-Za-z0-9_.]+)$")
 # Bounds on one case (case files are untrusted input; docs/case-format.md).
 MAX_SIGNATURES = 200
@@ -80,8 +79,9 @@ class Check:
     description: str
     line: int  # line of the opening fence in the case file
 
-    def placeholders(self) -> list[str]:
-        return sorted(set(PLACEHOLDER_RE.findall(self.code)))
+    def env_refs(self) -> set[str]:
+        """The KB_PARAM_<NAME> variables its code reads (the upper-cased names)."""
+        return set(ENV_REF_RE.findall(self.code))
 
 
 @dataclass
@@ -105,6 +105,8 @@ class Case:
     signature_sources: dict[str, str] = field(default_factory=dict)
     body: str = ""
     sections: dict[str, str] = field(default_factory=dict)
+    # The one parse of the body (kb.case_blocks): views render these, the runner runs `checks` made from them.
+    blocks: list[Block] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     content_hash: str = ""
     # Where it was loaded from (set by kb.caseset.load_cases): the folder layer
@@ -123,6 +125,19 @@ class Case:
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)
+
+    def fix_text(self) -> str:
+        """The Fix section rebuilt from the parsed blocks (what 'Copy fix' copies)."""
+        return section_markdown(self.blocks, "Fix")
+
+    def check_at(self, line: int) -> Check | None:
+        """The check whose fence opens on `line`, if that fence is a loaded check."""
+        return next((c for c in self.checks if c.line == line), None)
+
+    def params_of(self, check: Check) -> list[str]:
+        """The declared parameters a check reads (through KB_PARAM_<NAME>), in declaration order."""
+        refs = check.env_refs()
+        return [name for name in self.params if name.upper() in refs]
 
 
 def split_front_matter(text: str) -> tuple[str, str, int] | None:
@@ -150,26 +165,6 @@ def _item_line(yaml_text: str, key: str, value: str) -> int:
         if snippet and snippet in line.replace("\\\\", "\\"):
             return start + offset
     return start
-
-
-def parse_attrs(text: str) -> tuple[dict[str, str], str | None]:
-    """Parse `{name=x timeout=30 needs=gpu}` into a dict; second value is an error."""
-    inner = text.strip()[1:-1]
-    attrs: dict[str, str] = {}
-    pos = 0
-    while pos < len(inner):
-        if inner[pos].isspace() or inner[pos] == ",":
-            pos += 1
-            continue
-        m = ATTR_RE.match(inner, pos)
-        if not m:
-            return attrs, f"cannot parse check attributes near {inner[pos:pos + 20]!r}"
-        value = m.group(2)
-        if value[:1] in "\"'" and value[-1:] == value[:1]:
-            value = value[1:-1]
-        attrs[m.group(1)] = value
-        pos = m.end()
-    return attrs, None
 
 
 def _as_str_list(value: Any) -> list[str] | None:
@@ -267,70 +262,20 @@ def _params_field(meta: dict[Any, Any], fm_text: str, path: Path, problems: list
     return params
 
 
-def parse_sections(body: str, body_line: int) -> tuple[dict[str, str], list[tuple[str, int]]]:
-    """Split the body on `## ` headings (outside code fences)."""
-    sections: dict[str, str] = {}
-    order: list[tuple[str, int]] = []
-    current: str | None = None
-    buf: list[str] = []
-    fence: str | None = None
-    for i, line in enumerate(body.splitlines()):
-        m = FENCE_RE.match(line.strip()) if fence is None else None
-        if fence is None and m:
-            fence = m.group("fence")[0] * 3
-        elif fence is not None and line.strip().startswith(fence) and line.strip().strip(fence[0]) == "":
-            fence = None
-        elif fence is None and line.startswith("## "):
-            if current is not None:
-                sections[current] = "\n".join(buf).strip()
-            current = line[3:].strip()
-            order.append((current, body_line + i))
-            buf = []
-            continue
-        if current is not None:
-            buf.append(line)
-    if current is not None:
-        sections[current] = "\n".join(buf).strip()
-    return sections, order
-
-
-def parse_checks(path: Path, body: str, body_line: int, verify_line: int | None) -> tuple[list[Check], list[Problem]]:
+def parse_checks(path: Path, blocks: list[Block]) -> tuple[list[Check], list[Problem]]:
     """Fenced blocks with `{...}` attributes inside the Verify section are checks."""
     checks: list[Check] = []
     problems: list[Problem] = []
-    lines = body.splitlines()
-    in_verify = False
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        lineno = body_line + i
-        if line.startswith("## "):
-            in_verify = line[3:].strip() == "Verify"
-            i += 1
+    for block in blocks:
+        if not block.is_check_fence:
             continue
-        m = FENCE_RE.match(line.strip())
-        if not m:
-            i += 1
-            continue
-        fence = m.group("fence")
-        j = i + 1
-        while j < len(lines) and not (lines[j].strip().startswith(fence) and lines[j].strip().strip(fence[0]) == ""):
-            j += 1
-        if j >= len(lines):
-            problems.append(Problem(path, lineno, "code fence is never closed"))
-            break
-        code = "\n".join(lines[i + 1 : j]) + "\n"
-        attrs_text = m.group("attrs")
-        i = j + 1
-        if not attrs_text:
-            continue
-        if not in_verify:
-            problems.append(Problem(path, lineno, "a check (fence with {attributes}) must be in the Verify section", "warning"))
+        if block.section != "Verify":
+            problems.append(Problem(path, block.line, "a check (fence with {attributes}) must be in the Verify section", "warning"))
             continue
         if len(checks) >= MAX_CHECKS:
-            problems.append(Problem(path, lineno, f"more than {MAX_CHECKS} checks in one case; split the case"))
+            problems.append(Problem(path, block.line, f"more than {MAX_CHECKS} checks in one case; split the case"))
             break
-        check, errs = _build_check(path, lineno, m.group("lang"), attrs_text, code)
+        check, errs = _build_check(path, block.line, block.lang, block.attrs, block.code)
         problems.extend(errs)
         if check:
             checks.append(check)
@@ -343,11 +288,8 @@ def parse_checks(path: Path, body: str, body_line: int, verify_line: int | None)
     return checks, problems
 
 
-def _build_check(path: Path, lineno: int, lang: str, attrs_text: str, code: str) -> tuple[Check | None, list[Problem]]:
+def _build_check(path: Path, lineno: int, lang: str, attrs: dict[str, str], code: str) -> tuple[Check | None, list[Problem]]:
     problems: list[Problem] = []
-    attrs, err = parse_attrs(attrs_text)
-    if err:
-        return None, [Problem(path, lineno, err)]
     if lang not in CHECK_LANGS:
         return None, [Problem(path, lineno, f"check language {lang!r} is not one of bash, python")]
     for key in attrs:
@@ -373,6 +315,8 @@ def _build_check(path: Path, lineno: int, lang: str, attrs_text: str, code: str)
     doctor = attrs.get("doctor", "no").lower()
     if doctor not in ("yes", "no", "true", "false"):
         problems.append(Problem(path, lineno, f"doctor must be yes or no, got {attrs['doctor']!r}"))
+    for offset, why in code_findings(CHECK_LANGS[lang], code):
+        problems.append(Problem(path, lineno + 1 + offset, f"check {name!r}: {why}"))
     if any(p.severity == "error" for p in problems):
         return None, problems
     check = Check(
@@ -518,7 +462,9 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
 
     params = _params_field(meta, fm_text, path, problems)
 
-    sections, order = parse_sections(body, body_line)
+    parsed = parse_body(body, body_line)
+    problems.extend(Problem(path, bp.line, bp.message, bp.severity) for bp in parsed.problems)
+    sections, order = parsed.sections, parsed.order
     names = [n for n, _ in order]
     for required in LIGHT_REQUIRED_SECTIONS if kind == "light" else REQUIRED_SECTIONS:
         if required not in sections:
@@ -527,21 +473,24 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
     if known_in_order != sorted(known_in_order, key=SECTION_ORDER.index):
         line = next(ln for n, ln in order if n in SECTION_ORDER)
         problems.append(Problem(path, line, f"sections must come in the order {', '.join(SECTION_ORDER)}"))
-    verify_line = next((ln for n, ln in order if n == "Verify"), None)
-    checks, check_problems = parse_checks(path, body, body_line, verify_line)
+    checks, check_problems = parse_checks(path, parsed.blocks)
     problems.extend(check_problems)
+    by_env: dict[str, str] = {}
+    for name in params:
+        if env_name(name) in by_env:
+            problems.append(Problem(path, _key_line(fm_text, "params"), f"params {by_env[env_name(name)]!r} and {name!r} "
+                                                                       f"are both {env_name(name)}; rename one"))
+        by_env[env_name(name)] = name
     used: set[str] = set()
     for check in checks:
-        for ph in check.placeholders():
-            used.add(ph)
-            if ph not in params:
-                problems.append(Problem(path, check.line, f"check {check.name!r} uses placeholder {{{{{ph}}}}} that is not declared under params"))
-        for offset, ph, why in unsafe_placements(check.lang, check.code):
-            problems.append(Problem(path, check.line + 1 + offset, f"check {check.name!r}: placeholder {{{{{ph}}}}} {why}; "
-                                                                 "put it where a word (bash) or an expression (python) goes, e.g. v={{" + ph + "}}"))
+        for ref in sorted(check.env_refs()):
+            used.add(ref)
+            if "KB_PARAM_" + ref not in by_env:
+                problems.append(Problem(path, check.line, f"check {check.name!r} reads KB_PARAM_{ref}, but no parameter "
+                                                          f"{ref.lower()!r} is declared under params"))
     for name in params:
-        if name not in used:
-            problems.append(Problem(path, _key_line(fm_text, "params"), f"param {name!r} is declared but no check uses it", "warning"))
+        if name.upper() not in used:
+            problems.append(Problem(path, _key_line(fm_text, "params"), f"param {name!r} is declared but no check reads {env_name(name)}", "warning"))
 
     if any(p.severity == "error" for p in problems):
         return None, problems
@@ -563,6 +512,7 @@ def parse_case_text(path: Path, text: str) -> tuple[Case | None, list[Problem]]:
         signature_sources=signature_sources,
         body=body,
         sections=sections,
+        blocks=parsed.blocks,
         checks=checks,
         content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest(),
     )

@@ -37,8 +37,8 @@ from .runner import plan_check
 INSTALL_HINT = "kb doctor --ray needs Ray, which is not installed: pip install 'kb-verl[cluster]'"
 NODE_TIMEOUT = 120.0
 # The modules a node imports to answer; their text must be this copy's, or kb is shipped.
-NODE_MODULES = ("__init__", "cluster_node", "runner", "envreport", "envpins", "needs", "casefile", "params", "placement",
-                "safe_text", "frontmatter")
+NODE_MODULES = ("__init__", "cluster_node", "runner", "envreport", "envpins", "needs", "casefile", "params", "case_blocks",
+                "check_code", "safe_text", "frontmatter")
 
 
 class ClusterError(Exception):

@@ -1,8 +1,9 @@
 """What `kb doctor --ray` does on each node: gather the facts and run the shipped checks.
 
 This module runs inside a Ray task on every node, so it imports nothing of
-Ray and never reads a case file: the driver decided trust and substituted the
-parameters (kb.cluster), and sends each check as plain data (`ShippedCheck`).
+Ray and never reads a case file: the driver decided trust and validated the
+parameters (kb.cluster), and sends each check as plain data (`ShippedCheck`);
+the values reach the check as KB_PARAM_* environment variables, as on one node.
 Here the exact code it received runs with kb's runner (own process group,
 the check's timeout, capped output), and the facts come from the same
 gathering functions as `kb env` (kb.envreport).
@@ -45,7 +46,7 @@ DEADLINE_MARGIN_S = 5.0  # the node answers this long before the driver gives up
 
 @dataclass(frozen=True)
 class ShippedCheck:
-    """One check as the driver planned it: the final code, no placeholders left to fill."""
+    """One check as the driver planned it: its code as parsed, and the validated parameter values."""
 
     case: str
     name: str

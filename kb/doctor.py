@@ -1,7 +1,7 @@
 """`kb doctor`: run every check marked `doctor=yes`, in parallel, and sort the verdicts.
 
-A doctor check promises to be read-only, fast and parameter-free; one whose
-placeholders lack defaults is left out rather than run with a guess. Doctor
+A doctor check promises to be read-only, fast and parameter-free; one that
+reads a parameter without a default is left out rather than run with a guess. Doctor
 runs nobody's code unasked: only checks of trusted folders run (kb.trust);
 the others are listed as "not run: folder not trusted" with the command that
 trusts the folder. The report puts what is confirmed on this node first,
@@ -37,7 +37,7 @@ PIN_CHECK = "verl-pins"  # the name the built-in pin step's findings carry
 
 
 def doctor_checks(cases: list[Case]) -> list[tuple[Case, Check]]:
-    """The doctor checks, trusted or not, in case order: doctor=yes and every placeholder has a default."""
+    """The doctor checks, trusted or not, in case order: doctor=yes and every parameter it reads has a default."""
     picked: list[tuple[Case, Check]] = []
     for case in cases:
         for check in case.checks:

@@ -46,10 +46,16 @@ class CmdResult:
     returncode: int | None = None  # None when it did not start or timed out
 
 
+SAFE_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
 def safe_path() -> str:
-    """PATH without its relative entries (empty, `.`, `bin`): those name the current folder."""
+    """PATH without its relative entries (empty, `.`, `bin`): those name the current folder.
+
+    Probes, and every check kb runs (kb.runner), get this PATH; with no absolute
+    entry at all it is SAFE_DEFAULT_PATH."""
     entries = os.environ.get("PATH", os.defpath).split(os.pathsep)
-    return os.pathsep.join(e for e in entries if e and os.path.isabs(e))
+    return os.pathsep.join(e for e in entries if e and os.path.isabs(e)) or SAFE_DEFAULT_PATH
 
 
 def which(name: str) -> str | None:
@@ -77,6 +83,8 @@ def run_cmd(argv: list[str], timeout: float = NVIDIA_SMI_TIMEOUT, env: dict[str,
     picked up by it.
     """
     exe = argv[0] if os.path.sep in argv[0] else which(argv[0])
+    # Whatever the probe starts finds commands on absolute PATH entries only, too.
+    env = dict(os.environ if env is None else env, PATH=safe_path())
     if not exe:
         return CmdResult(False, "", f"{argv[0]} not found on PATH")
     try:

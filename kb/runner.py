@@ -2,8 +2,9 @@
 
 The public API, used by `kb run`, `kb doctor` and the app:
 
-- `plan_check(case, check, params, python)` -> `Plan`: the final code (values
-  substituted), the interpreter, what is missing. Show it before running.
+- `plan_check(case, check, params, python)` -> `Plan`: the code exactly as
+  parsed, the validated parameter values and the `KB_PARAM_*` environment
+  they become, the interpreter, what is missing. Show it before running.
 - `run_check(case, check, params, python, on_output, cancel_event)` ->
   `CheckResult`: runs it in its own process group with its timeout, streams
   merged stdout+stderr to `on_output` as it comes, keeps a capped copy, and
@@ -30,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from . import contain
-from .casefile import PLACEHOLDER_RE, Case, Check
-from .needs import target_python, unmet_needs, which
-from .params import DEFAULT_TYPE, BadParam, quote_value, value_error
+from .casefile import Case, Check
+from .needs import safe_path, target_python, unmet_needs, which
+from .params import DEFAULT_TYPE, ENV_PREFIX, BadParam, param_environment, value_error
 
 CONFIRMED = "confirmed"
 RULED_OUT = "ruled out"
@@ -50,7 +51,7 @@ OnOutput = Callable[[str], None]
 
 
 class MissingParams(ValueError):
-    """A placeholder has neither a value nor a default."""
+    """A parameter the check reads has neither a value nor a default."""
 
     def __init__(self, names: list[str]) -> None:
         self.names = names
@@ -64,10 +65,10 @@ class Plan:
     case: Case
     check: Check
     values: dict[str, str]  # parameter values used (given or default)
-    missing: list[str]  # placeholders with neither
+    missing: list[str]  # parameters the check reads that have neither
     interpreter: list[str]  # argv prefix; the script file is appended
     interpreter_desc: str  # e.g. "/usr/bin/python3 (first python3 on PATH)"
-    code: str  # final code; placeholders still visible while something is missing or invalid
+    code: str  # the check's code exactly as parsed: values never edit it (they are in `environment`)
     invalid: dict[str, str] = field(default_factory=dict)  # name -> why its value does not fit its type
     # bash checks: the target Python that `python` and `python3` name inside the script, so a
     # `python - <<'PY'` step runs where `needs: py:...` was checked (and where --python points)
@@ -76,6 +77,11 @@ class Plan:
     @property
     def ready(self) -> bool:
         return not self.missing and not self.invalid
+
+    @property
+    def environment(self) -> dict[str, str]:
+        """KB_PARAM_<NAME> -> value: how the check receives its parameters (shown before it runs)."""
+        return param_environment(self.values)
 
 
 @dataclass
@@ -114,28 +120,12 @@ def invalid_values(case: Case, values: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def substitute(check: Check, values: Mapping[str, str], case: Case | None = None) -> str:
-    """The check's code with every `{{name}}` replaced by its validated, safely quoted value.
-
-    Raises MissingParams, or BadParam for a value that does not fit its type.
-    """
-    missing = sorted({n for n in check.placeholders() if n not in values})
-    if missing:
-        raise MissingParams(missing)
-    for name in check.placeholders():
-        why = value_error(_type_of(case, name), str(values[name]))
-        if why:
-            raise BadParam(name, str(values[name]), why)
-    # A function replacement, so backslashes in values are never read as regex escapes.
-    return PLACEHOLDER_RE.sub(lambda m: quote_value(check.lang, str(values[m.group(1)]), _type_of(case, m.group(1))), check.code)
-
-
 def resolve_params(case: Case, check: Check, given: Mapping[str, str] | None = None) -> tuple[dict[str, str], list[str]]:
-    """(values for the check's placeholders, names that have no value and no default)."""
+    """(values for the parameters the check reads, names that have no value and no default)."""
     given = given or {}
     values: dict[str, str] = {}
     missing: list[str] = []
-    for name in check.placeholders():
+    for name in case.params_of(check):
         param = case.params.get(name)
         if name in given:
             values[name] = str(given[name])
@@ -150,17 +140,24 @@ def interpreter_for(check: Check, python: str | None = None) -> tuple[list[str],
     """(argv prefix, description): bash for shell checks, the target Python for python ones."""
     if check.lang == "python":
         tp = target_python(python)
-        return [tp.path], f"{tp.path} ({tp.source})"
+        return python_argv(tp.path), f"{tp.path} -I ({tp.source}; isolated mode)"
     bash = which("bash") or "bash"  # absolute PATH entries only: never a ./bash
     tp = target_python(python)
     return [bash], f"{bash} (bash, with your shell's environment; python and python3 in it: {tp.path} ({tp.source}))"
+
+
+def python_argv(python: str) -> list[str]:
+    """A python check's interpreter: isolated mode (-I), so neither the current folder, the
+    script's folder, PYTHONPATH nor user site-packages can put code in front of it;
+    unbuffered (-u), because -I also ignores PYTHONUNBUFFERED."""
+    return [python, "-I", "-u"]
 
 
 def plan_check(case: Case, check: Check, params: Mapping[str, str] | None = None, python: str | None = None) -> Plan:
     values, missing = resolve_params(case, check, params)
     invalid = invalid_values(case, values)
     argv, desc = interpreter_for(check, python)
-    code = check.code if missing or invalid else substitute(check, values, case)
+    code = check.code  # never edited: a value cannot become code (docs/checks.md, "Parameters")
     shell_python = "" if check.lang == "python" else target_python(python).path
     return Plan(case, check, values, missing, argv, desc, code, invalid, shell_python)
 
@@ -170,10 +167,9 @@ def plan_check(case: Case, check: Check, params: Mapping[str, str] | None = None
 # turns a crash into PY_CRASH_EXIT (inconclusive) and leaves SystemExit alone.
 PY_CRASH_EXIT = 3
 PY_LAUNCHER = """\
-import os, runpy, sys, traceback
+import runpy, sys, traceback
 path = sys.argv[1]
 sys.argv = [path]
-sys.path[0] = os.path.dirname(os.path.abspath(path))
 try:
     runpy.run_path(path, run_name="__main__")
 except SystemExit:
@@ -186,13 +182,24 @@ except BaseException:
 """ % PY_CRASH_EXIT
 
 
+def check_environment(plan: Plan) -> dict[str, str]:
+    """The environment a check runs with: the user's, with PATH cut to its absolute entries,
+    no inherited KB_PARAM_* (only the values kb validated), the parameters, and
+    PYTHONSAFEPATH so that a `python3 -m pip` in a bash check never imports from its folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    env["PATH"] = safe_path()
+    env["PYTHONSAFEPATH"] = "1"
+    env.update(plan.environment)
+    return env
+
+
 def _python_first_on_path(env: dict[str, str], workdir: Path, python: str) -> None:
     """`python` and `python3` in a bash check run `python` (links in the check's private folder)."""
     shims = workdir / "bin"
     shims.mkdir(mode=0o700)
     for name in ("python", "python3"):
         (shims / name).symlink_to(python)
-    env["PATH"] = f"{shims}{os.pathsep}{env.get('PATH', os.defpath)}"
+    env["PATH"] = f"{shims}{os.pathsep}{env.get('PATH', os.defpath)}"  # env's PATH is safe_path() already
     env["KB_PYTHON"] = python
 
 
@@ -382,7 +389,7 @@ def run_check(
 ) -> CheckResult:
     """Run one check and return its verdict. Blocking: call it from a worker thread in a UI.
 
-    Raises MissingParams when a placeholder has no value and no default (ask
+    Raises MissingParams when a parameter it reads has no value and no default (ask
     the user first: `plan_check(...).missing`), and BadParam when a value does
     not fit its declared type (`plan_check(...).invalid`). Everything else, including an
     interpreter that does not exist, ends as a verdict. Setting
@@ -410,7 +417,7 @@ def run_plan(
     stream_cap: int = STREAM_CAP,
     kill_grace: float = KILL_GRACE,
 ) -> CheckResult:
-    """Run a ready plan (values already substituted) with the same needs, containment and timeout as `run_check`.
+    """Run a ready plan (values validated) with the same needs, containment and timeout as `run_check`.
 
     `kb doctor --ray` plans each check on the driver, where trust is decided,
     and runs that exact code on every node through this function.
@@ -451,7 +458,7 @@ def _execute(
         why = f"could not create a temporary folder for the check: {exc.strerror or exc}"
         return CheckResult(verdict=INCONCLUSIVE, exit_code=None, duration_s=0.0, output="", reason=why, **base)
     script = Path(workdir) / (re.sub(r"[^a-z0-9-]", "", check.name) + (".py" if check.lang == "python" else ".sh"))
-    env = dict(os.environ)
+    env = check_environment(plan)
     marker = contain.new_marker()
     env[contain.MARKER_VAR] = marker  # every process of this run carries it (kb.contain)
     env[contain.GRACE_VAR] = f"{kill_grace:g}"
@@ -478,6 +485,7 @@ def _execute(
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 env=env,
+                cwd=workdir,  # a private empty folder: a pip.py or ./nvidia-smi where kb was started is never used
                 start_new_session=True,  # its own process group, so a timeout kills grandchildren too
             )
         except OSError as exc:

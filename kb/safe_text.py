@@ -29,9 +29,23 @@ UNSAFE_RE = re.compile(f"[\x00-\x1f{_NOT_C0}]")
 UNSAFE_BLOCK_RE = re.compile(f"[\x00-\x08\x0b-\x1f{_NOT_C0}]")
 
 
+# Characters that look like nothing or like a plain space: non-ASCII blanks
+# (no-break, ideographic, en/em... spaces), Hangul fillers, the braille blank,
+# soft hyphen, combining grapheme joiner, variation selectors and tag
+# characters. Legal in prose; in a value or in code they hide what is there
+# (`x=1<U+00A0>#` is not a comment to bash), so values refuse them and code
+# shows them escaped (`visible_code`).
+_HIDDEN = ("\u00a0\u00ad\u034f\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180d\u2000-\u200a\u202f\u205f"
+           "\u2800\u3000\u3164\ufe00-\ufe0f\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef")
+HIDDEN_RE = re.compile(f"[\x00-\x08\x0a-\x1f{_NOT_C0}{_HIDDEN}]")
+CODE_UNSAFE_RE = re.compile(f"[\x00-\x08\x0b-\x1f{_NOT_C0}{_HIDDEN}]")
+
+
 def _escape(m: re.Match[str]) -> str:
     c = ord(m.group(0))
-    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+    if c < 0x100:
+        return f"\\x{c:02x}"
+    return f"\\u{c:04x}" if c < 0x10000 else f"\\U{c:08x}"
 
 
 def visible(text: object) -> str:
@@ -42,6 +56,17 @@ def visible(text: object) -> str:
 def visible_block(text: object) -> str:
     """Multi-line display text (code, output): like `visible`, but newline and tab stay as they are."""
     return UNSAFE_BLOCK_RE.sub(_escape, str(text))
+
+
+def visible_code(text: object) -> str:
+    """Check code as shown anywhere (dialogs, `kb run`, `kb trust`, the case view): like
+    `visible_block`, and also every invisible or blank look-alike character escaped."""
+    return CODE_UNSAFE_RE.sub(_escape, str(text))
+
+
+def hidden_chars(text: str, allow_tab: bool = False) -> list[str]:
+    """The escaped form of each control, bidi, invisible or non-ASCII blank character in `text`."""
+    return [_escape(m) for m in HIDDEN_RE.finditer(text) if not (allow_tab and m.group(0) == "\t")]
 
 
 def unsafe_chars(text: str, allow_newline: bool = True) -> list[tuple[int, str]]:

@@ -76,7 +76,7 @@ def harmless_case(write_case, **extra) -> Path:
     return write_case(
         "kbtest-harmless",
         [
-            ('bash {name=says-confirmed timeout=10 description="prints and exits 1"}', 'what={{what}}\necho "looking at $what"\nexit 1'),
+            ('bash {name=says-confirmed timeout=10 description="prints and exits 1"}', 'what="$KB_PARAM_WHAT"\necho "looking at $what"\nexit 1'),
             ("bash {name=sleeps timeout=120}", "echo started\nsleep 60\necho never"),
         ],
         params={"what": "the-node"},
@@ -358,7 +358,8 @@ async def test_run_check_through_confirm_modal(engine: Engine, write_case) -> No
         await wait_until(pilot, lambda: isinstance(app.screen, ConfirmRunScreen), what="the confirm dialog")
         dialog = app.screen
         assert dialog.values == {"what": "the-node"}
-        assert "'the-node'" in dialog.plans()[0].code or "the-node" in dialog.plans()[0].code
+        plan = dialog.plans()[0]
+        assert plan.code == plan.check.code and plan.environment == {"KB_PARAM_WHAT": "the-node"}  # value beside the code, not in it
         assert case_screen.results == []  # nothing runs before yes
         await pilot.press("y")
         await wait_until(pilot, lambda: case_screen.verdicts.get("says-confirmed") is not None, what="the verdict")

@@ -54,7 +54,7 @@ export NCCL_SOCKET_IFNAME=eth0
 Is the interface there?
 
 ```bash {name=nic-exists timeout=10 description="the NIC named by nic exists"}
-nic={{nic}}
+nic="$KB_PARAM_NIC"
 ip link show "$nic" >/dev/null 2>&1 || { echo "no interface $nic"; exit 1; }
 echo "$nic exists"
 ```

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.casefile import parse_attrs, parse_case_file
+from kb.case_blocks import parse_attrs
+from kb.casefile import parse_case_file
 from kb.caseset import load_cases, validate
 
 GOOD = """---
@@ -47,7 +48,7 @@ Do the thing.
 Look at the file.
 
 ```bash {{name=look timeout=5 needs=cmd:ls doctor=no}}
-p={{{{path}}}}
+p="$KB_PARAM_PATH"
 ls "$p" >/dev/null && exit 0 || exit 1
 ```
 
@@ -78,7 +79,7 @@ def test_good_case_parses_completely(tmp_path: Path) -> None:
     assert [c.name for c in case.checks] == ["look"]
     check = case.checks[0]
     assert check.timeout == 5 and check.needs == ("cmd:ls",) and not check.doctor
-    assert check.placeholders() == ["path"]
+    assert case.params_of(check) == ["path"] and check.env_refs() == {"PATH"}
     assert case.params["path"].default == "/tmp"
     assert list(case.sections) == ["Symptoms", "Causes", "Fix", "Verify", "Advice that does not work"]
 
@@ -92,7 +93,7 @@ def test_good_case_parses_completely(tmp_path: Path) -> None:
         (lambda t: t.replace("regex:SomeError: value \\\\d+ too big", "regex:SomeError: ([unclosed"), 8, "does not compile"),
         (lambda t: t.replace("tags: [test]", "tags: [test]\nsymptom: [typo]"), 6, "did you mean 'symptoms'"),
         (lambda t: t.replace("## Causes", "## Reasons"), None, "missing section '## Causes'"),
-        (lambda t: t.replace("p={{path}}", "p={{path}}\necho {{nope}}"), None, "placeholder {{nope}} that is not declared"),
+        (lambda t: t.replace('p="$KB_PARAM_PATH"', 'p="$KB_PARAM_PATH"\necho "$KB_PARAM_NOPE"'), None, "reads KB_PARAM_NOPE, but no parameter 'nope' is declared"),
         (lambda t: t.replace('ls "$p" >/dev/null', 'if [ -d "$p" ; then'), None, "does not parse (bash -n)"),
         (lambda t: t.replace("timeout=5", "timeout=soon"), None, "timeout must be a number"),
         (lambda t: t.replace("needs=cmd:ls", "needs=tpu"), None, "unknown need 'tpu'"),
@@ -114,8 +115,8 @@ def test_each_problem_names_file_and_line(tmp_path: Path, mutate, expected_line,
 
 def test_python_check_syntax_error_is_reported(tmp_path: Path) -> None:
     text = good("py-case").replace(
-        "```bash {name=look timeout=5 needs=cmd:ls doctor=no}\np={{path}}\nls \"$p\" >/dev/null && exit 0 || exit 1",
-        "```python {name=look timeout=5}\np = {{path}}\nif p print(p)",
+        "```bash {name=look timeout=5 needs=cmd:ls doctor=no}\np=\"$KB_PARAM_PATH\"\nls \"$p\" >/dev/null && exit 0 || exit 1",
+        "```python {name=look timeout=5}\nimport os\np = os.environ[\"KB_PARAM_PATH\"]\nif p print(p)",
     )
     write(tmp_path, "py-case", text)
     assert any("does not parse" in p for p in problems_of(tmp_path))

@@ -111,17 +111,17 @@ def test_the_node_runs_the_shipped_code_and_cancels_what_outlives_its_budget(tmp
     assert "not finished within the node's time" in results["hang"]["reason"]
 
 
-def test_only_trusted_checks_are_shipped_with_their_values_substituted(write_case, tmp_path: Path) -> None:
+def test_only_trusted_checks_are_shipped_with_their_values_validated(write_case, tmp_path: Path) -> None:
     from kb.trust import trust_folder
 
-    folder = write_case("probe-case", [("bash {name=iface doctor=yes}", "nic={{nic}}\necho \"$nic\"")], params={"nic": "eth9"})
+    folder = write_case("probe-case", [("bash {name=iface doctor=yes}", "nic=\"$KB_PARAM_NIC\"\necho \"$nic\"")], params={"nic": "eth9"})
     cases = load_cases([folder], include_builtin=False).cases
     shipped, not_run = ship_checks(cases, None)
     assert shipped == [] and [(n["case"], n["check"]) for n in not_run] == [("probe-case", "iface")]
     assert not_run[0]["trust_command"].startswith("kb trust ")
     trust_folder(folder)
     shipped, not_run = ship_checks(load_cases([folder], include_builtin=False).cases, None)
-    assert not_run == [] and shipped[0].code.startswith("nic=eth9\n") and shipped[0].values == {"nic": "eth9"}
+    assert not_run == [] and shipped[0].code.startswith('nic="$KB_PARAM_NIC"\n') and shipped[0].values == {"nic": "eth9"}
 
 
 def test_ray_auto_needs_ray_address() -> None:
@@ -316,7 +316,7 @@ def test_a_killed_node_is_unreachable_a_hanging_check_is_cut_and_kb_is_shipped_w
     folder = tmp_path / "cases"
     folder.mkdir()
     (folder / "cluster-test-hang.md").write_text(HANG_CASE, encoding="utf-8")
-    assert main(["trust", str(folder)]) == 0
+    assert main(["trust", str(folder), "--yes"]) == 0
     marks = tmp_path / "marks"
     marks.mkdir()
     monkeypatch.setenv("KB_TEST_MARKS", str(marks))

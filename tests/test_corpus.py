@@ -97,7 +97,7 @@ def test_checks_are_bounded_and_never_use_sudo_or_install(cases) -> None:
             assert check.timeout <= 600 and (not check.doctor or check.timeout <= 60), f"{c.id}:{check.name}"
             assert not forbidden.search(_code_only(check.code)), f"{c.id}:{check.name} changes the system"
             if check.doctor:
-                assert not check.placeholders() or all(c.params[p].default is not None for p in check.placeholders())
+                assert all(c.params[p].default is not None for p in c.params_of(check))
 
 
 def test_gpu_checks_say_so(cases) -> None:

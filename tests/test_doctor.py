@@ -18,14 +18,14 @@ from kb.trust import trust_folder
 def doctor_cases(write_case, tmp_path):
     ran = tmp_path / "ran"
     ran.mkdir()
-    write_case("aa-ruled-out", [("bash {name=ok doctor=yes}", "touch {{d}}/ok\necho all good\nexit 0")], params={"d": str(ran)})
-    write_case("bb-confirmed", [("bash {name=bad doctor=yes}", "touch {{d}}/bad\necho 'evidence: the thing is broken'\nexit 1")],
+    write_case("aa-ruled-out", [("bash {name=ok doctor=yes}", "touch \"$KB_PARAM_D\"/ok\necho all good\nexit 0")], params={"d": str(ran)})
+    write_case("bb-confirmed", [("bash {name=bad doctor=yes}", "touch \"$KB_PARAM_D\"/bad\necho 'evidence: the thing is broken'\nexit 1")],
                params={"d": str(ran)}, title="The thing is broken")
     write_case("cc-inconclusive", [("python {name=info doctor=yes}", "print('only information')\nraise SystemExit(2)")])
     write_case("dd-skipped", [("bash {name=needs-gpu-tool doctor=yes needs=cmd:kb-no-such-tool}", "exit 1")])
-    write_case("ee-no-default", [("bash {name=needs-value doctor=yes}", "touch {{d}}/no-default\necho {{nic}}\nexit 1")],
+    write_case("ee-no-default", [("bash {name=needs-value doctor=yes}", "touch \"$KB_PARAM_D\"/no-default\necho \"$KB_PARAM_NIC\"\nexit 1")],
                params={"d": str(ran), "nic": None})
-    write_case("ff-not-doctor", [("bash {name=manual}", "touch {{d}}/manual\nexit 1")], params={"d": str(ran)})
+    write_case("ff-not-doctor", [("bash {name=manual}", "touch \"$KB_PARAM_D\"/manual\nexit 1")], params={"d": str(ran)})
     folder = write_case("gg-confirmed-too", [("bash {name=also-bad doctor=yes}", "echo second problem\nexit 1")])
     trust_folder(folder)  # doctor runs only checks of trusted folders (tests/test_trust.py)
     return folder, ran
@@ -64,7 +64,7 @@ def test_doctor_runs_checks_in_parallel(write_case, tmp_path):
     # parallel workers can all succeed.
     meet = tmp_path / "meet"
     meet.mkdir()
-    code = ("touch {{d}}/$$\nfor i in $(seq 200); do\n  [ \"$(ls {{d}} | wc -l)\" -ge 3 ] && exit 0\n  sleep 0.02\ndone\nexit 1")
+    code = ("touch \"$KB_PARAM_D\"/$$\nfor i in $(seq 200); do\n  [ \"$(ls \"$KB_PARAM_D\" | wc -l)\" -ge 3 ] && exit 0\n  sleep 0.02\ndone\nexit 1")
     for name in ("p1", "p2", "p3"):
         folder = write_case(f"par-{name}", [("bash {name=meet doctor=yes timeout=10}", code)], params={"d": str(meet)})
     trust_folder(folder)

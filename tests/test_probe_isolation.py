@@ -105,7 +105,7 @@ def test_kb_doctor_gpu_and_module_needs_run_nothing_from_the_current_folder(host
     )
     from kb.cli import main
 
-    assert main(["trust", str(folder)]) == 0  # doctor runs only checks of trusted folders
+    assert main(["trust", str(folder), "--yes"]) == 0  # doctor runs only checks of trusted folders
     capsys.readouterr()
     assert main(["doctor", "--json", "--only", "--cases", str(folder), "--python", bare_python]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -114,3 +114,56 @@ def test_kb_doctor_gpu_and_module_needs_run_nothing_from_the_current_folder(host
     # both needs were asked (so the probes ran), and neither was met by the planted files
     assert reasons["gpu"][0] == "skipped" and "no GPU found" in reasons["gpu"][1], reasons
     assert reasons["mod"][0] == "skipped" and "module kb_planted_mod not found" in reasons["mod"][1], reasons
+
+
+# ---------------------------------------------------------------- issue 28, item 3: checks themselves
+
+
+def _plant_pip(folder: Path) -> None:
+    (folder / "pip.py").write_text("open('MARKER_PIP', 'w').write('ran')\n", encoding="utf-8")
+    for name in ("pip", "pip3"):
+        exe = folder / name
+        exe.write_text("#!/bin/sh\ntouch MARKER_PIPBIN\n", encoding="utf-8")
+        exe.chmod(0o755)
+
+
+def test_builtin_doctor_check_running_python_m_pip_ignores_a_pip_py_here(hostile_cwd: Path) -> None:
+    """The attack: a built-in doctor check runs `python3 -m pip`; on main it ran in the user's folder, so a
+    pip.py lying there ran. Checks now run in a private folder with PYTHONSAFEPATH."""
+    from kb.caseset import load_cases
+    from kb.runner import run_check
+
+    _plant_pip(hostile_cwd)
+    case = load_cases().get("transformers-version-mismatch")
+    assert case is not None
+    check = case.check("pip-check-transformers")
+    assert check is not None and check.doctor and "python3 -m pip" in check.code
+    result = run_check(case, check, python=sys.executable, record=False)
+    assert result.verdict != "skipped", result.reason
+    assert _markers(hostile_cwd) == [], result.output
+
+
+def test_checks_use_only_absolute_path_entries_and_never_the_current_folder(hostile_cwd: Path, write_case) -> None:
+    """A relative PATH entry (here "" and ".") named the current folder: `pip` and `nvidia-smi` there ran."""
+    from kb.caseset import load_cases
+    from kb.runner import RULED_OUT, run_check
+
+    _plant_pip(hostile_cwd)
+    code = ('pip --version >/dev/null 2>&1; pip3 list >/dev/null 2>&1; nvidia-smi -L >/dev/null 2>&1\n'
+            'case ":$PATH:" in *::*|*:.:*) exit 1;; esac\n[ "$(pwd)" != "' + str(hostile_cwd) + '" ] || exit 1\nexit 0')
+    folder = write_case("path-probe", [("bash {name=p}", code),
+                                       ("python {name=q}", "import sys\nimport kb_planted_mod\nsys.exit(1)")])
+    case = load_cases([folder], include_builtin=False).get("path-probe")
+    bash_result = run_check(case, case.check("p"), python=sys.executable, record=False)
+    assert bash_result.verdict == RULED_OUT, bash_result.output
+    py_result = run_check(case, case.check("q"), python=sys.executable, record=False)
+    assert "No module named 'kb_planted_mod'" in py_result.output and py_result.verdict == "inconclusive"
+    assert _markers(hostile_cwd) == []
+
+
+def test_python_checks_run_isolated() -> None:
+    from kb.casefile import Check
+    from kb.runner import interpreter_for
+
+    argv, desc = interpreter_for(Check("c", "python", "pass\n", 5.0, (), False, "", 1), sys.executable)
+    assert argv[1:] == ["-I", "-u"] and "isolated" in desc

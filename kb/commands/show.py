@@ -6,10 +6,12 @@ import argparse
 import difflib
 from pathlib import Path
 
+from ..case_blocks import fenced
+from ..casefile import Case
 from ..caseset import load_cases
 from ..errors import UsageError
 from ..provenance import case_origin
-from ..safe_text import dumps, visible, visible_block
+from ..safe_text import dumps, visible, visible_block, visible_code
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -18,6 +20,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cases", action="append", type=Path, default=[], metavar="DIR", help="extra case folder (repeatable)")
     p.add_argument("--json", action="store_true", help="print the case as JSON")
     p.set_defaults(func=run)
+
+
+def render_body(case: Case) -> str:
+    """The case body from its parsed blocks (kb.case_blocks), as the runner sees it: every
+    check labelled with its name, code made visible (escapes and invisible characters)."""
+    parts: list[str] = []
+    for block in case.blocks:
+        if block.kind == "text":
+            parts.append(visible_block(block.text.strip("\n")))
+            continue
+        check = case.check_at(block.line)
+        if check is not None:
+            parts.append(visible(f"[check {check.name}: {check.lang}, timeout {check.timeout:g} s"
+                                 + (", doctor" if check.doctor else "") + f"; kb run {case.id} --check {check.name}]"))
+        parts.append(fenced(visible_code(block.code), block.lang))
+    return "\n\n".join(parts)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     print(visible(f"{case.id}  [{case.category}]  {case.path}"))
     print(f"from {origin.describe()}")
-    print(visible_block(case.body.strip()))
+    print(render_body(case))
     print("\nSources:")
     for s in case.sources:
         print(f"  - {visible(s)}")

@@ -1,17 +1,24 @@
-"""`kb trust DIR | --list | --revoke DIR`: which case folders' checks may run unasked (kb.trust)."""
+"""`kb trust DIR | --list | --revoke DIR`: which case folders' checks may run unasked (kb.trust).
+
+`kb trust DIR` shows what it is about to trust (every check's code and every
+other file the first time; the diff since the last trust after that) and asks;
+without a terminal it needs `--yes`, like `kb run`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import shlex
+import sys
 from pathlib import Path
+from typing import TextIO
 
-from ..casefile import parse_case_bytes, read_case_bytes
-from ..caseset import case_files
-from ..digest import FolderDigest
-from ..errors import EXIT_OK, UsageError
-from ..safe_text import dumps, visible
-from ..trust import is_builtin, list_trusted, revoke_folder, trust_folder, trust_path
+from ..digest import FolderEscape
+from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from ..safe_text import dumps, visible, visible_code
+from ..trust import FolderContent, is_builtin, last_trusted, list_trusted, read_folder, recorded_hash, revoke_folder, trust_folder, trust_path
+from .run import is_interactive
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,22 +26,61 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("folder", nargs="?", type=Path, metavar="DIR", help="the case folder to trust with its current content")
     p.add_argument("--list", action="store_true", help="list trusted folders and whether they changed since")
     p.add_argument("--revoke", type=Path, metavar="DIR", help="forget the trust decision for DIR")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--yes", "-y", action="store_true",
+                   help="trust without asking (after reading the code it shows); needed when stdin is not a terminal")
+    p.add_argument("--json", action="store_true", help="print the result as JSON (the code shown goes to stderr)")
     p.set_defaults(func=run)
 
 
-def _summary(folder: Path) -> tuple[int, list[str], str]:
-    """(case files, 'id / check' of every check, hash of exactly the bytes read): what trusting it lets run."""
-    files = case_files(folder)
-    digest = FolderDigest(folder)
-    checks: list[str] = []
-    for path in files:
-        raw, _problems = read_case_bytes(path)
-        digest.add(path, raw)
-        case = parse_case_bytes(path, raw)[0] if raw is not None else None
-        if case is not None:
-            checks += [f"{case.id} / {c.name}{' (doctor)' if c.doctor else ''}" for c in case.checks]
-    return len(files), checks, digest.hexdigest()
+def _show_content(content: FolderContent, out: TextIO) -> None:
+    """Every check's code, and every other file trust covers (first trust of a folder)."""
+    print(visible(f"{content.root}: {content.case_files} case file(s), {len(content.checks)} check(s), "
+                  f"{len(content.files)} other file(s)"), file=out)
+    for label, (lang, code, doctor) in content.checks.items():
+        print(visible(f"--- {label} ({lang}{', doctor' if doctor else ''}) ---"), file=out)
+        for line in visible_code(code).rstrip("\n").splitlines():
+            print(f"  | {line}", file=out)
+    if content.files:
+        print("Other files (trusted too: a check may run or source them):", file=out)
+        for rel in content.files:
+            print(visible(f"  {rel}"), file=out)
+
+
+def _show_diff(content: FolderContent, when: str, checks: dict[str, tuple[str, str, bool]], files: dict[str, str],
+               out: TextIO) -> int:
+    """What changed since the last trust: a unified diff of each check's code, and the other files. Returns the count."""
+    changes = 0
+    print(visible(f"{content.root}: changes since you trusted it ({when}):"), file=out)
+    for label in sorted(set(checks) | set(content.checks)):
+        old, new = checks.get(label), content.checks.get(label)
+        if old == new:
+            continue
+        changes += 1
+        old_lines = visible_code(old[1]).splitlines(keepends=True) if old else []
+        new_lines = visible_code(new[1]).splitlines(keepends=True) if new else []
+        state = "new check" if old is None else "removed" if new is None else "changed"
+        doctor_note = ""
+        if old and new and old[2] != new[2]:
+            doctor_note = f", doctor {'yes' if new[2] else 'no'} (was {'yes' if old[2] else 'no'})"
+        print(visible(f"--- {label}: {state}{doctor_note} ---"), file=out)
+        for line in difflib.unified_diff(old_lines, new_lines, "trusted", "now", n=2):
+            print(f"  {visible(line.rstrip(chr(10)))}", file=out)
+    for rel in sorted(set(files) | set(content.files)):
+        if files.get(rel) != content.files.get(rel):
+            changes += 1
+            state = "added" if rel not in files else "removed" if rel not in content.files else "changed"
+            print(visible(f"  file {state}: {rel}"), file=out)
+    return changes
+
+
+def ask(out: TextIO) -> bool:
+    out.write("Trust this folder: its checks then run in `kb doctor` and `kb run --yes` without asking? [y/N] ")
+    out.flush()
+    try:
+        answer = sys.stdin.readline()
+    except (OSError, ValueError):
+        return False
+    return answer.strip().lower() in ("y", "yes")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,16 +116,38 @@ def run(args: argparse.Namespace) -> int:
     if is_builtin(folder):
         print("The built-in cases are always trusted; nothing to record.")
         return EXIT_OK
-    n_files, checks, digest = _summary(folder.expanduser().resolve())
     try:
-        record = trust_folder(folder, digest)  # the content just listed, not a second read
+        content = read_folder(folder)
+    except FolderEscape as exc:
+        raise UsageError(visible(f"cannot trust {folder}: {exc.link} is a symlink to {exc.target}, outside the folder; "
+                                 "trust could not cover what it reaches. Copy the file in, or remove the link.")) from exc
+    out = sys.stderr if args.json else sys.stdout  # --json keeps stdout for the JSON alone
+    previous = last_trusted(folder)
+    unchanged = recorded_hash(folder) == content.hash
+    if previous is not None and unchanged:
+        print(visible(f"{content.root} is already trusted with this content (since {previous[0]}); nothing changed."), file=out)
+    elif previous is not None:
+        _show_diff(content, *previous, out=out)
+    else:
+        _show_content(content, out)
+    if not args.yes and not unchanged:  # the same content needs no second yes
+        if not is_interactive():
+            raise UsageError("refusing to trust without confirmation: stdin is not a terminal. Read the code above "
+                             "(or `kb trust DIR` on a terminal), then pass --yes to trust it.")
+        if not ask(out):
+            print("Nothing was trusted.", file=out)
+            return EXIT_NEGATIVE
+    try:
+        record = trust_folder(folder, content=content)  # the content just shown, not a second read
     except OSError as exc:
         raise UsageError(f"cannot update {trust_path()}: {exc}") from exc
+    checks = [f"{label}{' (doctor)' if doctor else ''}" for label, (_lang, _code, doctor) in content.checks.items()]
     if args.json:
         print(dumps({"folder": str(record.folder), "hash": record.hash, "trusted_at": record.trusted_at,
-                     "case_files": n_files, "checks": checks}, indent=2))
+                     "case_files": content.case_files, "checks": checks, "other_files": list(content.files)}, indent=2))
         return EXIT_OK
-    print(visible(f"trusted {record.folder}: {n_files} case file(s), {len(checks)} check(s) (sha256 {record.hash[:12]})"))
+    print(visible(f"trusted {record.folder}: {content.case_files} case file(s), {len(checks)} check(s), "
+                  f"{len(content.files)} other file(s) (sha256 {record.hash[:12]})"))
     for c in checks:
         print(visible(f"  {c}"))
     print("Its checks now run in `kb doctor` and `kb run --yes` until a case file there changes; "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
+from rich.console import Group, RenderableType
 from rich.markdown import Markdown
+from rich.syntax import Syntax
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -17,8 +19,8 @@ from textual.worker import Worker, WorkerState
 
 from kb.casefile import Case, Check
 from kb.provenance import case_origin
-from kb.runner import CheckResult, interpreter_for, plan_check, run_check
-from kb.safe_text import visible, visible_block
+from kb.runner import CheckResult, interpreter_for, run_check
+from kb.safe_text import visible, visible_block, visible_code
 from kb.trust import case_trust
 
 from ..messages import CheckFinished, ChecksDone, CheckStarted
@@ -26,6 +28,24 @@ from ..widgets.card import origin_text
 from ..widgets.check_output import CheckOutput
 from ..widgets.transcript import verdict_style
 from .confirm import ConfirmRunScreen
+
+
+def body_renderable(case: Case) -> Group:
+    """The case body from its parsed blocks (kb.case_blocks), never from the raw Markdown: text blocks
+    through Markdown, each code block on its own (so no text can hide or merge one), a check's block
+    labelled with its name, code with escapes and invisible characters made visible."""
+    parts: list[RenderableType] = []
+    for block in case.blocks:
+        if block.kind == "text":
+            parts.append(Markdown(visible_block(block.text), code_theme="ansi_dark"))
+            continue
+        check = case.check_at(block.line)
+        if check is not None:
+            label = f"check {check.name}: {check.lang}, timeout {check.timeout:g} s" + (", doctor" if check.doctor else "")
+            parts.append(Text(visible(label), style="bold"))
+        lexer = {"python": "python", "python3": "python", "bash": "bash", "sh": "bash"}.get(block.lang, "text")
+        parts.append(Syntax(visible_code(block.code.rstrip("\n")), lexer, theme="ansi_dark", word_wrap=True))
+    return Group(*parts)
 
 
 def check_prompt(check: Check, verdict: str = "") -> Text:
@@ -106,7 +126,7 @@ class CaseScreen(Screen[None]):
     def _show_body(self) -> None:
         """After the view's first paint: the case's Markdown body."""
         if self.is_mounted:
-            self.query_one("#case-md", Static).update(Markdown(visible_block(self.case.body), code_theme="ansi_dark"))
+            self.query_one("#case-md", Static).update(body_renderable(self.case))
             self.body_shown = True
 
     # ------------------------------------------------------------ helpers
@@ -140,17 +160,14 @@ class CaseScreen(Screen[None]):
         if check is None:
             self.notify("No check selected.", severity="warning")
             return
-        # The code as it would run: parameters filled in (last values used, else defaults).
-        plan = plan_check(self.case, check, self.last_params, self.python)
-        if plan.missing:
-            self.notify("Parameters without a value stay as {{…}}: " + ", ".join(plan.missing), severity="warning")
-        self._copy(plan.code, f"the code of check {check.name}")
+        # The code exactly as parsed and as it runs: parameters are never written into it.
+        self._copy(check.code, f"the code of check {check.name}")
 
     def action_copy_signatures(self) -> None:
         self._copy("\n".join(s.removeprefix("regex:") for s in self.case.signatures), "signatures")
 
     def action_copy_fix(self) -> None:
-        self._copy(self.case.section("Fix").strip(), "fix")
+        self._copy(self.case.fix_text(), "fix")  # from the parsed blocks: exactly what the view shows
 
     def action_back_or_cancel(self) -> None:
         if self.running:
@@ -212,8 +229,8 @@ class CaseScreen(Screen[None]):
         for check in checks:
             if cancel.is_set():
                 break
-            # Only this check's placeholders: run_check plans with exactly these.
-            values = {k: v for k, v in params.items() if k in check.placeholders()}
+            # Only the parameters this check reads: run_check plans with exactly these.
+            values = {k: v for k, v in params.items() if k in self.case.params_of(check)}
             interpreter = interpreter_for(check, self.python)[1]
             # Through the same buffer as the output, so the header always comes first.
             output.feed(f"$ {check.name}  ({interpreter})\n")

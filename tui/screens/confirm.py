@@ -21,19 +21,20 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
 from kb.casefile import Case, Check
+from kb.digest import FolderEscape
 from kb.needs import target_python, unmet_needs
 from kb.provenance import case_origin
 from kb.runner import Plan, plan_check
-from kb.safe_text import visible, visible_block
+from kb.safe_text import visible, visible_code
 from kb.trust import case_trust, trust_folder
 
 from ..widgets.card import origin_text
 
 
-def _needed_params(checks: list[Check]) -> list[str]:
+def _needed_params(case: Case, checks: list[Check]) -> list[str]:
     names: list[str] = []
     for check in checks:
-        for name in check.placeholders():
+        for name in case.params_of(check):
             if name not in names:
                 names.append(name)
     return names
@@ -56,7 +57,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
         self.case = case
         self.checks = checks
         self.python = python
-        self.params = _needed_params(checks)
+        self.params = _needed_params(case, checks)
         self.trust = case_trust(case)
         # check index -> None (needs met), the reason it will be skipped, or CHECKING while the node is asked
         self.unmet: dict[int, str | None] = {i: CHECKING for i, ch in enumerate(checks) if ch.needs}
@@ -86,7 +87,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
                 # First in the scrolling body, so Run/Cancel stay on screen at 80x24 (tests/test_app_pty.py).
                 yield Static(origin, id="dialog-origin")
                 if self.params:
-                    yield Label("Parameters (substituted safely quoted):", classes="section")
+                    yield Label("Parameters (passed as KB_PARAM_<NAME> environment variables, never written into the code):", classes="section")
                     for name in self.params:
                         param = self.case.params.get(name)
                         desc = visible(f"{param.type}, {param.description}") if param else ""
@@ -189,7 +190,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
             head.append(visible(plan.interpreter_desc), style="bold")
             self.query_one(f"#plan-head-{i}", Static).update(head)
             lexer = "python" if check.lang == "python" else "bash"
-            code = visible_block(plan.code.rstrip())  # what is shown is what runs: no escape sequence reaches the screen
+            code = visible_code(plan.code.rstrip())  # what is shown is what runs: no escape or invisible character reaches the screen
             self.query_one(f"#plan-code-{i}", Static).update(Syntax(code, lexer, theme="ansi_dark", word_wrap=True, line_numbers=True))
         missing = self.missing()
         invalid = self.invalid()
@@ -246,7 +247,7 @@ class ConfirmRunScreen(ModalScreen[bool]):
         try:
             # The content this dialog showed (as loaded), not whatever is on disk now.
             trust_folder(self.trust.folder, self.case.folder_hash or None)
-        except OSError as exc:
+        except (OSError, FolderEscape) as exc:
             self.notify(visible(f"could not record trust: {exc}"), severity="error")
             return
         self.notify(visible(f"Trusted {self.trust.folder}"))
