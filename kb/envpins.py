@@ -265,11 +265,15 @@ def metadata_pins(requires: list[str], verl: str, env: dict[str, str], unreadabl
 def data_pins(release: dict[str, Any], env: dict[str, str], unreadable: list[str]) -> list[Pin]:
     """The data file's declared pins of one release that pip or the install docs act on."""
     pins: list[Pin] = []
-    for entry in release.get("declared", []):
-        if not isinstance(entry, dict):
-            continue
+    declared = [e for e in release.get("declared", []) if isinstance(e, dict)]
+    # setuptools applies a pyproject.toml [project] table over setup.py: where a release has one
+    # (v0.2), what setup.py passes (install_requires, extras) never reaches the installed metadata
+    pyproject = any(str(e.get("group", "")).startswith("pyproject:") for e in declared)
+    for entry in declared:
         group = str(entry.get("group", ""))
         conditional = False
+        if pyproject and (group == "install_requires" or group.startswith("extra:")):
+            continue
         if group in ("install_requires", "pyproject:dependencies"):
             extra = ""
         elif group.startswith(("extra:", "pyproject:extra:")):

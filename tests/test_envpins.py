@@ -325,3 +325,12 @@ def test_cluster_node_facts_carry_the_pin_summary(mismatched, monkeypatch):
     assert facts["verl"] == "0.9.0"
     assert "vllm 0.11.0 vs vllm>=0.18.0 (vllm-verl-version-mismatch)" in facts["verl_pins"]
     assert "torch" not in facts["verl_pins"]  # only what is certain: the sglang extra may not be in use
+
+
+def test_v02_pins_come_from_pyproject_not_setup_py():
+    """At v0.2 pyproject.toml's [project] table wins over setup.py: requirements.txt's tensordict<0.6 and
+    pyarrow>=15 never reached the installed metadata, so they are not conflicts (reviewP)."""
+    release = next(r for r in json.loads(envpins.DATA_FILE.read_text(encoding="utf-8"))["releases"] if r.get("tag") == "v0.2")
+    pins = {p.name: p for p in envpins.data_pins(release, {}, [])}
+    assert "pyarrow" not in pins and "tensordict" not in pins  # pyarrow undeclared, tensordict unversioned
+    assert pins["transformers"].specifier == "<4.48" and pins["transformers"].source.startswith("pyproject.toml:")
