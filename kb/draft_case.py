@@ -7,10 +7,12 @@ line of defence: no secret value found in the log survives in it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .casefile import ID_RE
 from .frontmatter import yaml_quote
 from .redact import Redactor
 
@@ -50,6 +52,7 @@ class Draft:
         if "title" in changes:
             changes["title"] = Redactor().redact(str(changes["title"])).strip()
         d = dataclasses.replace(self, **changes)
+        d = dataclasses.replace(d, id=scrub_slug(d.id, d.secrets), category=scrub_slug(d.category, d.secrets))
         return dataclasses.replace(d, text=scrub_secrets(render(d), d.secrets))
 
     def to_json(self) -> dict[str, Any]:
@@ -68,6 +71,21 @@ def scrub_secrets(rendered: str, secrets: Iterable[str]) -> str:
         if len(value) >= 3 and value in rendered:
             rendered = rendered.replace(value, "<redacted>")
     return rendered
+
+
+def scrub_slug(slug: str, secrets: Iterable[str]) -> str:
+    """A slug (id, category) with every secret found in the log replaced by `redacted`, still a valid slug.
+
+    scrub_secrets would put `<redacted>` into the id line and make the draft invalid
+    (a host `proxy.corp.io` teaches `proxy`, which is in `...-http-proxy`)."""
+    for value in sorted(set(secrets), key=len, reverse=True):
+        if len(value) < 3:
+            continue
+        for form in {value.lower(), re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")}:
+            if len(form) >= 3 and form in slug:
+                slug = slug.replace(form, "redacted")
+    slug = re.sub(r"-{2,}", "-", slug).strip("-")
+    return slug if ID_RE.match(slug) else "new-case"
 
 
 def render(draft: Draft) -> str:

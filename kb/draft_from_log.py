@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .casefile import ID_RE, REGEX_PREFIX
-from .draft_case import Draft, Similar, render, scrub_secrets
+from .draft_case import Draft, Similar, render, scrub_secrets, scrub_slug
 from .draft_naming import guess_category, slugify, unique_id
 from .draft_signatures import MODULE_PREFIX_RE, TRIM, drop_dangling, literal_for_line, main_line, regex_for_line, strip_log_brackets
 from .redact import Redactor
@@ -109,5 +109,8 @@ def draft_from_text(
     the_category = category or guess_category(signals.focus_text, similar)
     the_id = case_id or unique_id(slugify(MODULE_PREFIX_RE.sub("", the_title)), ids)
 
+    if case_id is None:
+        the_id = unique_id(scrub_slug(the_id, secrets), ids)
+    the_category = the_category if category is not None else scrub_slug(the_category, secrets)
     draft = Draft(the_id, the_title, the_category, signatures, similar, main_redacted, excerpt, "", secrets)
     return dataclasses.replace(draft, text=scrub_secrets(render(draft), secrets))
