@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from .casefile import parse_case_text
@@ -81,6 +83,49 @@ def write_draft(draft: Draft, folder: Path) -> Path:
     if errors:
         raise ValueError("the draft is not a valid case: " + "; ".join(p.message for p in errors))
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "x", encoding="utf-8", newline="") as fh:  # "x": fails if the file exists
-        fh.write(draft.text)
+    # The category folder may already exist as a link someone planted (`uncategorized` -> the
+    # built-in cases): where the file really lands must be inside the chosen folder and not protected.
+    real_parent = path.parent.resolve()
+    if path.parent.is_symlink() or not _inside(real_parent, folder) or is_protected(real_parent):
+        raise NotWritable(f"{path.parent} is a link to {real_parent}, outside {folder}; not writing there")
+    _write_new(path, draft.text.encode("utf-8"))
     return path
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """Create `path` with `data`, whole or not at all: never overwrites (FileExistsError), and a full
+    disk (ENOSPC) or any other write error leaves no empty or partial case file behind.
+
+    The text goes to a temporary file beside it first, then a hard link gives it its name
+    (link fails if the name exists, which is what "x" mode did).
+    """
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise
+        except OSError:  # a file system without hard links: exclusive create, removed again on failure
+            _write_exclusive(path, data)
+    finally:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def _write_exclusive(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
