@@ -221,4 +221,21 @@ def validate(caseset: CaseSet) -> list[Problem]:
         if not case.checks and case.kind != "light":
             problems.append(Problem(case.path, 1, "no check under '## Verify' (add a fenced block with {name=...})", "warning"))
         problems.extend(validate_check_syntax(case))
+        problems.extend(validate_draft_quality(case))
     return problems
+
+
+def validate_draft_quality(case: Case) -> list[Problem]:
+    """Warnings for a draft nobody finished: a TODO body (never answered "high") and broad literal signatures."""
+    from .draft_quality import is_broad_literal, todo_sections
+
+    out: list[Problem] = []
+    todo = todo_sections(case)
+    if todo:
+        out.append(Problem(case.path, 1, f"unedited draft: {', '.join(todo)} still say TODO; kb never answers this case "
+                                         "'high' until they are written", "warning"))
+    for sig in case.signatures:
+        if is_broad_literal(str(sig)):
+            out.append(Problem(case.path, 1, f"signature {str(sig)!r} is broad: a generic exception type with almost no "
+                                             "message matches unrelated errors; quote more of the message or use a regex:", "warning"))
+    return out

@@ -10,11 +10,12 @@ import re
 from typing import TypedDict
 
 from .casefile import REGEX_PREFIX, Case
+from .draft_quality import is_unedited
 
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
-DOC_VERSION = 2
+DOC_VERSION = 3  # 3: `unedited`
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
@@ -32,6 +33,7 @@ class CaseDoc(TypedDict):
     dense_kinds: list[str]
     content_hash: str
     kind: str  # "curated" or "light"
+    unedited: bool  # a draft whose Causes/Fix still say TODO: never answered "high" (kb.draft_quality)
 
 
 def readable_regex(pattern: str) -> str:
@@ -134,4 +136,5 @@ def build_doc(case: Case) -> CaseDoc:
         dense_kinds=kinds,
         content_hash=case.content_hash,
         kind=case.kind,
+        unedited=is_unedited(case),
     )
