@@ -114,7 +114,10 @@ def evaluate_logs(root: Path, engine: Engine | None = None) -> dict[str, Any]:
     suspect_ok = suspect_n = stage_ok = stage_n = r1_ok = r1_n = 0
     baseline_rows: list[dict[str, Any]] = []
     for log in logs:
-        text = read_log(log.path)
+        try:
+            text = read_log(log.path)
+        except OSError as exc:  # a FIFO or an unreadable file: named, not a crash (kb.file_bounds)
+            raise LogEvalError(f"{log.path}: cannot read: {exc.strerror or exc}") from exc
         analysis = analyse_text(text)
         c = _counts(log, text, analysis)
         total.add(c)
