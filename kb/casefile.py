@@ -524,11 +524,15 @@ MAX_CASE_BYTES = 2_000_000
 
 def read_case_bytes(path: Path) -> tuple[bytes | None, list[Problem]]:
     """The file's bytes, or None and a problem (unreadable, or over MAX_CASE_BYTES)."""
+    from .file_bounds import read_capped
+
     try:
-        size = path.stat().st_size
-        if size > MAX_CASE_BYTES:
+        # only a regular file, never more than the cap: a FIFO would block, /proc/self/pagemap reads gigabytes
+        raw, more = read_capped(path, MAX_CASE_BYTES)
+        if more:
+            size = max(path.stat().st_size, MAX_CASE_BYTES + 1)
             return None, [Problem(path, 1, f"case file is {size} bytes; the limit is {MAX_CASE_BYTES} (a case is a page, not a log)")]
-        return path.read_bytes(), []
+        return raw, []
     except OSError as exc:
         return None, [Problem(path, 1, f"cannot read: {exc.strerror or exc}")]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .casefile import Case, Problem, parse_case_bytes, read_case_bytes
 from .digest import FolderDigest
+from .file_bounds import MAX_WALK_ENTRIES, WalkResult, walk_files
 from .paths import builtin_cases_dir
 
 IGNORED_NAMES = {"README.md", "index.md"}
@@ -89,8 +90,18 @@ def case_folders(extra: list[Path] | None = None, include_builtin: bool = True, 
     return [layer.path for layer in case_layers(extra, include_builtin, include_config)]
 
 
+def _is_case_name(name: str) -> bool:
+    return name.endswith(".md") and name not in IGNORED_NAMES
+
+
+def walk_case_files(folder: Path) -> WalkResult:
+    """The case files under `folder` (any depth, no recursion) and what was passed over: a FIFO or
+    a link to /proc named `*.md` is never opened (kb.file_bounds)."""
+    return walk_files(folder, _is_case_name)
+
+
 def case_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.md") if p.name not in IGNORED_NAMES and p.is_file())
+    return walk_case_files(folder).files
 
 
 def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) -> CaseSet:
@@ -114,7 +125,11 @@ def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) ->
             continue
         digest = FolderDigest(folder)
         loaded: list[Case] = []
-        for path in case_files(folder):
+        walked = walk_case_files(folder)
+        result.problems += [Problem(folder, 0, f"skipped {line}", "warning") for line in walked.skipped]
+        if walked.truncated:
+            result.problems.append(Problem(folder, 0, f"more than {MAX_WALK_ENTRIES} entries; the rest were not read"))
+        for path in walked.files:
             raw, problems = read_case_bytes(path)
             digest.add(path, raw)  # the same bytes that are parsed: trust is judged on what runs
             case, more = parse_case_bytes(path, raw) if raw is not None else (None, [])
@@ -199,4 +214,21 @@ def validate(caseset: CaseSet) -> list[Problem]:
         if not case.checks and case.kind != "light":
             problems.append(Problem(case.path, 1, "no check under '## Verify' (add a fenced block with {name=...})", "warning"))
         problems.extend(validate_check_syntax(case))
+        problems.extend(validate_draft_quality(case))
     return problems
+
+
+def validate_draft_quality(case: Case) -> list[Problem]:
+    """Warnings for a draft nobody finished: a TODO body (never answered "high") and broad literal signatures."""
+    from .draft_quality import is_broad_literal, todo_sections
+
+    out: list[Problem] = []
+    todo = todo_sections(case)
+    if todo:
+        out.append(Problem(case.path, 1, f"unedited draft: {', '.join(todo)} still say TODO; kb never answers this case "
+                                         "'high' until they are written", "warning"))
+    for sig in case.signatures:
+        if is_broad_literal(str(sig)):
+            out.append(Problem(case.path, 1, f"signature {str(sig)!r} is broad: a generic exception type with almost no "
+                                             "message matches unrelated errors; quote more of the message or use a regex:", "warning"))
+    return out

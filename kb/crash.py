@@ -43,7 +43,9 @@ def guarded(func: Callable[[Any], int], args: Any) -> int:
     try:
         return int(func(args) or 0)
     except UsageError as exc:
-        print(f"kb: {exc}", file=sys.stderr)
+        from .safe_text import visible_block
+
+        print(f"kb: {visible_block(exc)}", file=sys.stderr)  # it may quote a file name or a value from a file
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("kb: interrupted", file=sys.stderr)

@@ -10,12 +10,13 @@ import re
 from typing import TypedDict
 
 from .casefile import REGEX_PREFIX, Case
+from .draft_quality import is_unedited
 from .regex_analysis import required_literal
 
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
-DOC_VERSION = 3  # 3: regex_required
+DOC_VERSION = 4  # 3: regex_required; 4: `unedited`
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
@@ -33,6 +34,7 @@ class _CaseDocBase(TypedDict):
     dense_kinds: list[str]
     content_hash: str
     kind: str  # "curated" or "light"
+    unedited: bool  # a draft whose Causes/Fix still say TODO: never answered "high" (kb.draft_quality)
 
 
 class CaseDoc(_CaseDocBase, total=False):
@@ -142,4 +144,5 @@ def build_doc(case: Case) -> CaseDoc:
         content_hash=case.content_hash,
         kind=case.kind,
         regex_required={s: required_literal(s[len(REGEX_PREFIX):].strip()) for s in case.signatures if s.startswith(REGEX_PREFIX)},
+        unedited=is_unedited(case),
     )

@@ -7,12 +7,15 @@ line of defence: no secret value found in the log survives in it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .casefile import ID_RE
 from .frontmatter import yaml_quote
 from .redact import Redactor
+from .safe_text import visible
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class Draft:
         if "title" in changes:
             changes["title"] = Redactor().redact(str(changes["title"])).strip()
         d = dataclasses.replace(self, **changes)
+        d = dataclasses.replace(d, id=scrub_slug(d.id, d.secrets), category=scrub_slug(d.category, d.secrets))
         return dataclasses.replace(d, text=scrub_secrets(render(d), d.secrets))
 
     def to_json(self) -> dict[str, Any]:
@@ -70,12 +74,44 @@ def scrub_secrets(rendered: str, secrets: Iterable[str]) -> str:
     return rendered
 
 
+def _inline(text: str) -> str:
+    """One line of Markdown from a case file or a log: a title of another case, an id.
+
+    The same escaping as a title shown on a terminal (kb.safe_text.visible: a newline becomes
+    `\\x0a`), so a multi-line title can never open a section or a fence in the draft; backticks
+    become quotes so it cannot close the inline code around an id either.
+    """
+    return visible(text).replace("`", "'")
+
+
+def _excerpt_line(line: str) -> str:
+    """A log line inside the draft's ```text block: no fence, no control character."""
+    return visible(line).replace("```", "'''").replace("~~~", "'''")
+
+
+def scrub_slug(slug: str, secrets: Iterable[str]) -> str:
+    """A slug (id, category) with every secret found in the log replaced by `redacted`, still a valid slug.
+
+    scrub_secrets would put `<redacted>` into the id line and make the draft invalid
+    (a host `proxy.corp.io` teaches `proxy`, which is in `...-http-proxy`)."""
+    for value in sorted(set(secrets), key=len, reverse=True):
+        if len(value) < 3:
+            continue
+        for form in {value.lower(), re.sub(r"[^a-z0-9]+", "-", value.lower()).strip("-")}:
+            if len(form) >= 3 and form in slug:
+                slug = slug.replace(form, "redacted")
+    slug = re.sub(r"-{2,}", "-", slug).strip("-")
+    return slug if ID_RE.match(slug) else "new-case"
+
+
 def render(draft: Draft) -> str:
     """The case file text of a draft (valid for `kb check` as it stands)."""
     sig_lines = "".join(f"  - {yaml_quote(s)}\n" for s in draft.signatures)
     signatures = "signatures:\n" + sig_lines if sig_lines else "signatures: []\n"
-    excerpt = "\n".join(draft.excerpt) if draft.excerpt else draft.main_line
-    similar = "".join(f"- `{s.id}` ({s.confidence}, {s.score:.2f}): {s.title}\n" for s in draft.similar if s.confidence != "low")
+    excerpt = "\n".join(_excerpt_line(x) for x in (draft.excerpt or [draft.main_line]))
+    similar = "".join(
+        f"- `{_inline(s.id)}` ({_inline(s.confidence)}, {s.score:.2f}): {_inline(s.title)}\n" for s in draft.similar if s.confidence != "low"
+    )
     similar_section = (
         "\n## Similar cases\nFound by `kb search` when this draft was made: merge into one of them if it is the same error,\n"
         "or say here how this one differs (delete this section when done).\n\n" + similar
@@ -94,7 +130,7 @@ sources:
 status: draft
 ---
 
-# {draft.title}
+# {visible(draft.title)}
 
 ## Symptoms
 TODO: what the user sees, in words. The error lines of the incident log (redacted by `kb new`):

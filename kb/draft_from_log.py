@@ -20,8 +20,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from .casefile import ID_RE, REGEX_PREFIX
-from .draft_case import Draft, Similar, render, scrub_secrets
+from .draft_case import Draft, Similar, render, scrub_secrets, scrub_slug
 from .draft_naming import guess_category, slugify, unique_id
+from .draft_quality import is_broad_literal
 from .draft_signatures import MODULE_PREFIX_RE, TRIM, drop_dangling, literal_for_line, main_line, regex_for_line, strip_log_brackets
 from .redact import Redactor
 from .signals import extract
@@ -41,6 +42,14 @@ def _learn_text(text: str) -> str:
     if len(text) <= 2 * LEARN_CHARS:
         return text
     return text[:LEARN_CHARS] + "\n" + text[-LEARN_CHARS:]
+
+
+def redact_log(text: str) -> str:
+    """The whole log with its secrets replaced, as `kb new` redacts what it writes (names learnt from
+    the head and tail are hidden wherever they occur)."""
+    redactor = Redactor()
+    redactor.learn(_learn_text(text))
+    return redactor.redact(text)
 
 
 def draft_from_text(
@@ -76,8 +85,8 @@ def draft_from_text(
 
     signatures: list[str] = []
     literal = literal_for_line(raw_main, redactor)
-    if literal and canon(literal) in canon(raw_main):
-        signatures.append(literal)
+    if literal and canon(literal) in canon(raw_main) and not is_broad_literal(literal):
+        signatures.append(literal)  # not `OSError: [Errno`: it would match every OSError (kb.draft_quality)
     pattern = regex_for_line(raw_main, redactor)
     if pattern:
         signatures.append(REGEX_PREFIX + pattern)
@@ -109,5 +118,8 @@ def draft_from_text(
     the_category = category or guess_category(signals.focus_text, similar)
     the_id = case_id or unique_id(slugify(MODULE_PREFIX_RE.sub("", the_title)), ids)
 
+    if case_id is None:
+        the_id = unique_id(scrub_slug(the_id, secrets), ids)
+    the_category = the_category if category is not None else scrub_slug(the_category, secrets)
     draft = Draft(the_id, the_title, the_category, signatures, similar, main_redacted, excerpt, "", secrets)
     return dataclasses.replace(draft, text=scrub_secrets(render(draft), secrets))

@@ -163,7 +163,10 @@ def evaluate_logs(root: Path, engine: Engine | None = None) -> dict[str, Any]:
     folder_one, folder_dir = Counts(), Counts()  # the split logs, read as one file and as a folder
     folder_logs = folder_suspect = 0
     for log in logs:
-        text = read_log(log.path)
+        try:
+            text = read_log(log.path)
+        except OSError as exc:  # a FIFO or an unreadable file: named, not a crash (kb.file_bounds)
+            raise LogEvalError(f"{log.path}: cannot read: {exc.strerror or exc}") from exc
         analysis = analyse_text(text)
         c = _counts(log, text, analysis)
         total.add(c)

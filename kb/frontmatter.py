@@ -74,6 +74,32 @@ def _check_duplicates(node: yaml.Node) -> None:
             stack.extend(current.value)
 
 
+MAX_INT_DIGITS = 100  # no field holds a longer number; Python refuses int() of over 4,300 digits anyway
+_CONSTRUCTED_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:yaml.org,2002:timestamp")
+
+
+def _check_scalars(loader: Any, node: yaml.Node) -> None:
+    """Build each number and date on its own first, so that a bad one (`reviewed: 2024-02-30`, a
+    5,000-digit integer) is an error naming its line instead of a ValueError out of the whole load."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                stack += [key, value]
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+        elif isinstance(current, yaml.ScalarNode) and current.tag in _CONSTRUCTED_TAGS:
+            line = current.start_mark.line
+            if current.tag == "tag:yaml.org,2002:int" and sum(c.isdigit() for c in current.value) > MAX_INT_DIGITS:
+                raise FrontMatterError(line, f"a number of {len(current.value)} digits; the limit is {MAX_INT_DIGITS}")
+            try:
+                loader.construct_object(current)
+            except (ValueError, OverflowError, TypeError) as exc:
+                shown = current.value if len(current.value) <= 40 else current.value[:40] + "..."
+                raise FrontMatterError(line, f"bad value {shown!r}: {exc}") from None
+
+
 def load_front_matter(text: str) -> Any:
     """The parsed front matter; FrontMatterError (with a 0-based line) for anything refused.
 
@@ -90,6 +116,7 @@ def load_front_matter(text: str) -> Any:
             if node is None:
                 return None
             _check_duplicates(node)
+            _check_scalars(loader, node)
             return loader.construct_document(node)
         finally:
             loader.dispose()

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from .baseline import set_aside, templates
 from .evidence import Evidence
+from .file_bounds import MAX_WALK_ENTRIES, shown_name, walk_files
 from .logdeath import Death, death_of, memory_pressure
 from .logreduce import LogLine, Reduction, parse, reduce_lines
 from .ranks import RankVerdict, explaining_line, verdict
-from .signals import read_log
+from .signals import read_log_noted
 from .stage import Stage, contradicts, detect
 from .user_words import leading_words
 
@@ -93,6 +94,7 @@ class LogAnalysis:
     files: list[str] = field(default_factory=list)
     line_count: int = 0
     death: DeathVerdict | None = None
+    notes: list[str] = field(default_factory=list)  # what the reader left out: files over the cap, FIFOs, cut logs
 
     @property
     def query(self) -> str:
@@ -184,33 +186,53 @@ def file_rank(path: str) -> int | None:
     return None
 
 
-def list_log_files(root: Path) -> list[Path]:
-    """The log files under a directory (torchrun --log-dir, Ray session logs, one file per rank or node)."""
+def _is_log_name(name: str) -> bool:
+    return name.endswith(LOG_SUFFIXES) or name in ("stdout", "stderr")
+
+
+def list_log_files(root: Path, notes: list[str] | None = None) -> list[Path]:
+    """The log files under a directory (torchrun --log-dir, Ray session logs, one file per rank or node).
+
+    Only regular files, found without recursion (kb.file_bounds.walk_files): a FIFO named
+    `rank3.log` is passed over, not opened. At most MAX_FILES, ranks first; `notes` gets a
+    line for each thing left out.
+    """
     if not root.is_dir():
-        raise LogInputError(f"{root}: not a directory")
-    found: list[Path] = []
-    for dirpath, _dirs, names in os.walk(root):
-        for name in sorted(names):
-            if name.endswith(LOG_SUFFIXES) or name in ("stdout", "stderr"):
-                found.append(Path(dirpath) / name)
+        raise LogInputError(f"{shown_name(root)}: not a directory")
+    walked = walk_files(root, _is_log_name)
+    skipped = [f"skipped {line}" for line in walked.skipped]
+    found = walked.files
     if not found:
-        raise LogInputError(f"{root}: no log files (*.log, *.txt, *.out, *.err) under it")
+        why = f" ({'; '.join(skipped[:3])})" if skipped else ""
+        raise LogInputError(f"{shown_name(root)}: no log files (*.log, *.txt, *.out, *.err) under it{why}")
     found.sort(key=lambda p: (file_rank(str(p.relative_to(root))) is None, file_rank(str(p.relative_to(root))) or 0, str(p)))
+    if notes is not None:
+        notes += skipped[:5] + ([f"... and {len(skipped) - 5} more not read"] if len(skipped) > 5 else [])
+        if walked.truncated:
+            notes.append(f"{shown_name(root)} holds more than {MAX_WALK_ENTRIES:,} entries; the rest were not listed")
+        if len(found) > MAX_FILES:
+            last = shown_name(found[MAX_FILES - 1].relative_to(root))
+            notes.append(f"{len(found):,} log files under {shown_name(root)}: read the first {MAX_FILES} in rank order "
+                         f"(up to {last}); {len(found) - MAX_FILES:,} were not read")
     return found[:MAX_FILES]
 
 
 def analyse_files(root: Path, baseline: str | None = None, baseline_path: str = "") -> LogAnalysis:
     lines: list[LogLine] = []
     names: list[str] = []
-    for path in list_log_files(root):
-        rel = str(path.relative_to(root))
+    notes: list[str] = []
+    for path in list_log_files(root, notes):
+        rel = shown_name(path.relative_to(root))
         try:
-            text = read_log(path)
+            text, note = read_log_noted(path)
         except OSError as exc:
-            raise LogInputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+            raise LogInputError(f"{shown_name(path)}: cannot read: {exc.strerror or exc}") from exc
+        notes += [note] if note else []
         names.append(rel)
         lines.extend(parse(text, rel, file_rank(rel)))
-    return _analyse(lines, baseline, baseline_path, names)
+    analysis = _analyse(lines, baseline, baseline_path, names)
+    analysis.notes = notes
+    return analysis
 
 
 def _promote_host_oom(answer: Answer, docs: dict[str, Any], death: DeathVerdict) -> str | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -30,9 +31,15 @@ def export_check(models: Path, sha: str) -> dict[str, Any] | None:
     """
     if not sha:
         return None
-    try:
-        check = json.loads((models / f"{sha}.json").read_text(encoding="utf-8"))
-        size = (models / f"{sha}.onnx").stat().st_size
+    from .file_bounds import read_capped
+
+    try:  # only regular files: a FIFO in the index folder would block every search
+        raw, _more = read_capped(models / f"{sha}.json", 1 << 20)
+        check = json.loads(raw.decode("utf-8"))
+        st = (models / f"{sha}.onnx").stat()
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        size = st.st_size
     except (OSError, ValueError, UnicodeDecodeError):
         return None
     if not isinstance(check, dict) or check.get("weights_sha256") != sha or check.get("onnx_size") != size:

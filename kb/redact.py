@@ -11,10 +11,16 @@ Replaced with typed placeholders:
   GitHub `ghp_...` tokens (`<api-key>`, `<github-token>`),
   `Authorization: Bearer ...` (`<token>`), and the value of any
   `api_key=`/`token=`/`password=`/`secret=`... assignment, also when the name
-  only ends in one (`PGPASSWORD=`, `MY_SERVICE_TOKEN=`) (`<secret>`);
-- passwords on command lines: `mysql -pPW`, `sshpass -p PW`, `curl -u user:PW`
-  (`<password>`);
-- credentials in URLs: `https://user:pass@host` -> `https://<user>:<password>@host`;
+  only ends in one (`PGPASSWORD=`, `MY_SERVICE_TOKEN=`), or ends in `_PASS`/`_PWD` or, upper
+  case, `_KEY` (`DB_PASS=`, `KAGGLE_KEY=`), and Chinese labels (密码, 令牌, 密钥 ...), with any
+  separator (`=`, `:`, `=>`, full-width `：`/`＝`); a quoted value is taken up to its quote, spaces and
+  all (`<secret>`). Known-prefix tokens are found also right after Chinese text and inside
+  paths and file names (no `\b`, which counts CJK letters and `_` as word characters), and an
+  `hf_` token a terminal wrapped over two lines;
+- passwords on command lines: `mysql -pPW`, `sshpass -p PW`, `curl -u user:PW`,
+  `docker login -p PW`, `redis-cli -a PW` (`<password>`);
+- credentials in URLs, wherever the URL stands (also inside an environment value):
+  `https://user:pass@host` -> `https://<user>:<password>@host`, `redis://:pass@` -> `redis://:<password>@`;
 - user names in home folders (`/home/alice/`, `/Users/alice/`,
   `C:\\Users\\alice\\` -> `<user>`) and `USER=alice`;
 - e-mail addresses (`<email>`);
@@ -67,11 +73,25 @@ TLDS = (
 
 _SECRET_NAMES = (
     r"(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?access[_-]?key|secret[_-]?key|secret|client[_-]?secret|"
-    r"password|passwd|mysql[_-]?pwd|token|auth[_-]?token|access[_-]?token|refresh[_-]?token|private[_-]?key)"
+    r"password|passwd|passphrase|mysql[_-]?pwd|token|auth[_-]?token|access[_-]?token|refresh[_-]?token|private[_-]?key|"
+    r"(?:proxy[_-]?)?authorization|cookie)"
 )
+# Names that are a secret only as the end of a longer name: DB_PASS, REDIS_PWD, KAGGLE_KEY (not PWD=, the
+# working directory, nor sort_key=: an upper-case environment name ending in _KEY).
+_SECRET_SUFFIXES = r"(?:(?i:[A-Za-z0-9-]{1,40}_(?:pass|pwd))|[A-Z0-9_]{1,40}_KEY)"
 # Any identifier ending in a secret name: PGPASSWORD, MYSQL_ROOT_PASSWORD, MY_SERVICE_TOKEN, DB_SECRET.
 # Bounded, so that a long run of word characters costs linear time.
 _SECRET_PREFIX = r"[A-Za-z0-9_-]{0,40}?"
+# Labels in Chinese: 密码 (password), 口令 (passphrase), 令牌 (token), 密钥/秘钥/私钥 (key), 凭证/凭据 (credential).
+_SECRET_NAMES_ZH = r"(?:密码|口令|令牌|密钥|秘钥|私钥|凭证|凭据)"
+# Between a name and its value: = or : in ASCII or full width, or =>.
+_SEP = r"\s*(?:=>|[=:\uff1a\uff1d])\s*"
+# A value: quoted (spaces allowed, up to the closing quote) or a bare run of non-separators.
+_VALUE = (
+    r"(?:\"(?P<q2>(?!<|-----)[^\"\n]{1,256})\"|'(?P<q1>(?!<|-----)[^'\n]{1,256})'"
+    r"|(?P<v>(?!<|-----|(?:Bearer|Basic|Token|Digest)\s)[^\s\"',;&)}\]\u3000\uff0c\u3002\uff1b\u3001]{4,}))"
+)
+_VALUE_ZH = r"[\"']?(?P<v>(?!<)[^\s\"',;&)}\]\u3000\uff0c\u3002\uff1b\u3001]{2,})"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
 
 
@@ -160,6 +180,17 @@ def looks_random(token: str) -> bool:
     return pairs >= ENTROPY_MIN_LEN // 2 and switches / pairs >= ENTROPY_MIN_SWITCHES
 
 
+def _hf_token(token: str) -> bool:
+    """`hf_` then mixed letters and digits (a token, also one a terminal wrapped), not `hf_config`/`hf_model_path`."""
+    body = re.sub(r"\s", "", token[3:])
+    return len(body) >= 8 and sum(map(bool, (re.search(r"[a-z]", body), re.search(r"[A-Z]", body), re.search(r"\d", body)))) >= 2
+
+
+def _not_a_flag(value: str) -> bool:
+    """`FORWARD_PASS=true` or `secret: None` holds no secret."""
+    return value.strip().lower() not in ("true", "false", "none", "null", "yes", "no", "on", "off")
+
+
 # Order matters: earlier rules claim their text first.
 RULES: list[Rule] = [
     # PEM blocks: the body between BEGIN and END (real newlines or JSON's escaped `\n`), header kept
@@ -172,35 +203,42 @@ RULES: list[Rule] = [
         r"-----BEGIN [A-Z0-9 ]{0,40}(?:PRIVATE KEY|KEY BLOCK)-----(?P<v>(?:(?:\\[nr]|\s)*[A-Za-z0-9+/=]{2,})+)",
     ),
     # chat tokens and webhooks
-    _r("slack-token", r"\bxox[abposre]-[A-Za-z0-9-]{10,}"),
-    _r("slack-token", r"\bxapp-\d-[A-Za-z0-9-]{10,}"),
+    _r("slack-token", r"(?<![A-Za-z0-9])xox[abposre]-[A-Za-z0-9-]{10,}"),
+    _r("slack-token", r"(?<![A-Za-z0-9])xapp-\d-[A-Za-z0-9-]{10,}"),
     _r(
         "webhook",
         r"(?i)\b(?:hooks\.slack\.com/(?:services|workflows|triggers)/|discord(?:app)?\.com/api/webhooks/)(?P<v>[A-Za-z0-9/_-]+)",
     ),
-    _r("google-key", r"\bAIza[0-9A-Za-z_-]{30,}"),
+    _r("google-key", r"(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{30,}"),
     # passwords on command lines: mysql -pSECRET, sshpass -p SECRET, curl -u user:SECRET
     _r(
         "password",
         r"\b(?:mysql|mysqldump|mysqladmin|mysqlimport|mysqlshow|mysqlcheck|mariadb|mariadb-dump)\b[^\n]{0,200}?\s-p(?P<v>[^\s'\"]+)",
     ),
     _r("password", r"\bsshpass\s+-p\s*[\"']?(?P<v>[^\s\"']+)"),
+    _r("password", r"\bdocker\s+login\b[^\n]{0,200}?\s(?:-p|--password)(?:\s+|=)[\"']?(?P<v>(?!-)[^\s\"']+)"),
+    _r("password", r"\bredis-cli\b[^\n]{0,200}?\s(?:-a|--pass|--askpass)(?:\s+|=)[\"']?(?P<v>(?!-)[^\s\"']+)"),
     _r("password", r"\bcurl\b[^\n]{0,200}?\s(?:-u|--user)\s*[\"']?[^\s:\"']+:(?P<v>[^\s\"']+)"),
     # credentials in URLs: scheme://user:pass@ and scheme://user@
-    _r("user", r"\b[A-Za-z][A-Za-z0-9+.-]{0,15}://(?P<v>[^\s/:@<>]+)(?=(?::[^\s/@<>]*)?@)"),
-    _r("password", r"\b[A-Za-z][A-Za-z0-9+.-]{0,15}://(?:[^\s/:@<>]+|<user>):(?P<v>[^\s/@<>]+)(?=@)"),
-    _r("token", r"(?i)\bAuthorization\s*[:=]\s*[\"']?(?:Bearer|Basic|Token)\s+(?P<v>[^\s\"',;]+)"),
+    # (anywhere: also inside an environment value `DATABASE_URL=postgres://...`, and with no user: redis://:pw@)
+    _r("user", r"[A-Za-z][A-Za-z0-9+.-]{0,15}://(?P<v>[^\s/:@<>'\"]+)(?=(?::[^\s/@<>'\"]*)?@)"),
+    _r("password", r"[A-Za-z][A-Za-z0-9+.-]{0,15}://(?:[^\s/:@<>'\"]*|<user>):(?P<v>[^\s/@<>'\"]+)(?=@)"),
+    _r("token", r"(?i)\b(?:Proxy-)?Authorization[\"']?\s*[:=]\s*[\"']?(?:Bearer|Basic|Token|Digest)\s+(?P<v>[^\s\"',;]+)"),
     _r("token", r"(?i)\bBearer\s+(?P<v>[A-Za-z0-9._~+/=-]{8,})"),
-    _r("hf-token", r"\bhf_[A-Za-z0-9]{20,}\b"),
-    _r("github-token", r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})\b"),
-    _r("api-key", r"\bsk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"),
-    _r("aws-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b"),
+    # tokens with a known prefix, also inside a path or a file name (`/cache/run_hf_...`, `AKIA..._creds`)
+    # and right after Chinese text (hence no \b, which counts CJK letters as word characters)
+    _r("hf-token", r"(?<![A-Za-z0-9])hf_(?:[A-Za-z0-9]{30,}|[A-Za-z0-9]{6,29}(?:[ \t]*\r?\n[ \t]*[A-Za-z0-9]{1,30}(?![^\s]))?)",
+       accept=_hf_token),
+    _r("github-token", r"(?<![A-Za-z0-9])(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})(?![A-Za-z0-9])"),
+    _r("api-key", r"(?<![A-Za-z0-9])sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}"),
+    _r("aws-key-id", r"(?<![A-Za-z0-9])(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}(?![A-Za-z0-9])"),
     # key = value assignments (env, CLI flags, JSON/YAML, query strings)
-    _r(
-        "secret",
-        r"(?i)(?<![A-Za-z0-9])[\"']?" + _SECRET_PREFIX + _SECRET_NAMES + r"[\"']?\s*[=:]\s*[\"']?(?P<v>(?!<|-----)[^\s\"',;&)}\]]{4,})",
-    ),
-    _r("secret", r"(?i)(?<![A-Za-z0-9-])--" + _SECRET_PREFIX + _SECRET_NAMES + r"\s+[\"']?(?P<v>(?!<|-)[^\s\"',;&)}\]]{4,})"),
+    # key = value (env, CLI flags, JSON/YAML, dict reprs, query strings): a secret-ish name, any separator
+    # (also full width), then a quoted value up to its quote or a bare one up to a separator
+    _r("secret", r"(?i)(?<![A-Za-z0-9])[\"']?" + _SECRET_PREFIX + _SECRET_NAMES + r"[\"']?" + _SEP + _VALUE, accept=_not_a_flag),
+    _r("secret", r"(?<![A-Za-z0-9])[\"']?" + _SECRET_SUFFIXES + r"[\"']?" + _SEP + _VALUE, accept=_not_a_flag),
+    _r("secret", _SECRET_NAMES_ZH + r"[\"']?" + _SEP + _VALUE_ZH, accept=_not_a_flag),
+    _r("secret", r"(?i)(?<![A-Za-z0-9-])--" + _SECRET_PREFIX + r"(?:" + _SECRET_NAMES[3:-1] + r"|pass|pwd)" + r"\s+[\"']?(?P<v>(?!<|-)[^\s\"',;&)}\]]{4,})"),
     _r("aws-secret", r"(?<![A-Za-z0-9/+=])(?=[A-Za-z0-9/+]*[A-Z])(?=[A-Za-z0-9/+]*[a-z])(?=[A-Za-z0-9/+]*[0-9])(?!/)[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+=])"),
     _r("wandb-key", r"(?<![0-9a-fA-F])[0-9a-f]{40}(?![0-9a-fA-F])"),
     _r("email", r"\b[A-Za-z0-9._%+-]+@" + _LABEL + r"(?:\." + _LABEL + r")+\b"),
@@ -221,6 +259,8 @@ RULES: list[Rule] = [
        accept=lambda v: v.lower() not in GENERIC_HOSTS, learn=_host_like),
     # last: long random-looking tokens that no rule above recognised
     _r("random-token", r"(?<![A-Za-z0-9+/=_.-])[A-Za-z0-9+/=_.-]{20,512}(?![A-Za-z0-9+/=_.-])", accept=looks_random),
+    # ... and such a token as one folder or file name of a path (`/secrets/Zq8Lm3.../key.json`)
+    _r("random-token", r"(?<=[/\\])[A-Za-z0-9+=_-]{20,512}(?=[/\\.]|[^A-Za-z0-9+=_./\\-]|$)", accept=looks_random),
 ]
 
 _IPV4 = re.compile(IPV4)
@@ -286,8 +326,11 @@ class Redactor:
         spans: list[Span] = []
         for rule in RULES:
             for m in rule.pattern.finditer(text):
-                if "v" in rule.pattern.groupindex:
-                    start, end = m.span("v")
+                groups = [g for g in ("v", "q1", "q2") if g in rule.pattern.groupindex and m.group(g) is not None]
+                if groups:
+                    start, end = m.span(groups[0])
+                elif rule.pattern.groupindex.keys() & {"v", "q1", "q2"}:
+                    continue
                 else:
                     start, end = m.span()
                 if start == end:

@@ -363,6 +363,7 @@ class Engine:
             for r in results[1:]:  # a runner-up is never more certain than the top answer
                 r.confidence = "low" if level == "low" or r.score < results[0].score - w.runner_up_gap else "medium"
         self._mark_near_misses(results, raw)
+        unedited = self._cap_unedited(results)
         if abstain and stack.foreign:
             abstained = True
         nearest = results[:3] if abstained else []
@@ -373,6 +374,8 @@ class Engine:
             line.strip() for line in signals.focus_text.strip()[:300].splitlines() if line.strip()
         ][:12]
         notes = list(self.index.status.notes)
+        if unedited:
+            notes.append(f"{', '.join(unedited)}: an unedited draft (its Causes and Fix still say TODO), so at most medium")
         if stack.foreign:
             notes.append(f"this looks like {stack.label} output, not verl's stack (saw: {stack.evidence[:120]}); kb's cases do not cover it")
         if self._model_error:
@@ -402,6 +405,15 @@ class Engine:
 
             self._weak = cached_weak_signatures(self.docs, self.index.generation, WEAK_CROSS_CHECK_MAX_CASES)
         return self._weak
+
+    def _cap_unedited(self, results: list[Result]) -> list[str]:
+        """A draft whose Causes and Fix still say TODO knows an error line, not an answer: never "high"."""
+        capped = []
+        for r in results:
+            if r.confidence == "high" and self.docs[self._position[r.id]].get("unedited"):
+                r.confidence = "medium"
+                capped.append(r.id)
+        return capped
 
     def _mark_near_misses(self, results: list[Result], raw: RawScores) -> None:
         """A case whose signature's words a pasted line has, with other quoted names, is told as such,

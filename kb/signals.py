@@ -125,10 +125,23 @@ def decode_bytes(data: bytes) -> str:
 
 def read_log(source: str | os.PathLike[str] | BinaryIO) -> str:
     """A log file (or a binary stream such as stdin) as text, capped at MAX_INPUT_BYTES. Raises OSError."""
+    return read_log_noted(source)[0]
+
+
+def read_log_noted(source: str | os.PathLike[str] | BinaryIO) -> tuple[str, str]:
+    """A log as text and a note ("" when it was read whole). Raises OSError (also for a FIFO or a device).
+
+    Only a regular file is opened. A log over MAX_INPUT_BYTES is read as its first
+    and last halves -- the error that ends a run is at its end -- and the note says
+    how much of the middle was not read.
+    """
+    from .file_bounds import read_head_tail, read_stream_head_tail
+
     if hasattr(source, "read"):
-        return decode_bytes(source.read(MAX_INPUT_BYTES))  # type: ignore[union-attr]
-    with open(source, "rb") as fh:  # type: ignore[arg-type]
-        return decode_bytes(fh.read(MAX_INPUT_BYTES))
+        got = read_stream_head_tail(source, MAX_INPUT_BYTES)
+    else:
+        got = read_head_tail(source, MAX_INPUT_BYTES)  # type: ignore[arg-type]
+    return decode_bytes(got.data), got.note
 
 
 def clean_line(raw: str) -> tuple[str, set[str]]:

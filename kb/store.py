@@ -69,13 +69,17 @@ def lock_wait_limit() -> float:
 
 def lock_holder(root: Path) -> str:
     """Who holds the lock, from the owner note the holder wrote: "PID 4242 on node-3 since 12:01:07"."""
-    try:
-        pid, host, since = (root / OWNER_NAME).read_text(encoding="utf-8").split("\n")[:3]
+    from .file_bounds import read_capped
+    from .safe_text import visible
+
+    try:  # written by whoever can write the folder: a regular file, a few bytes, shown escaped
+        raw, _more = read_capped(root / OWNER_NAME, 512)
+        pid, host, since = raw.decode("utf-8").split("\n")[:3]
     except (OSError, ValueError, UnicodeDecodeError):
         return "another process"
     me = socket.gethostname()
-    where = "" if host == me else f" on {host}"
-    return f"PID {pid}{where} since {since}" if pid.isdigit() else "another process"
+    where = "" if host == me else f" on {visible(host[:100])}"
+    return f"PID {pid}{where} since {visible(since[:40])}" if pid.isdigit() and len(pid) < 12 else "another process"
 
 
 def _say(message: str) -> None:
@@ -142,8 +146,11 @@ def set_aside_bad_current(root: Path) -> str | None:
 
 
 def current_generation(root: Path) -> Path | None:
+    from .file_bounds import read_capped
+
     try:
-        name = (root / CURRENT).read_text(encoding="utf-8").strip()
+        raw, _more = read_capped(root / CURRENT, 4096)  # a FIFO named CURRENT would block a plain read
+        name = raw.decode("utf-8").strip()
     except (OSError, UnicodeDecodeError):
         return None
     if not name.startswith("gen-") or "/" in name or not (root / name).is_dir():
@@ -151,7 +158,18 @@ def current_generation(root: Path) -> Path | None:
     return root / name
 
 
+def check_generation_files(gen: Path) -> None:
+    """Every file of a generation is a regular file: a FIFO as docs.json or vectors.npy would block
+    the reader forever (numpy and json open files plainly). IndexCorrupt otherwise: it is rebuilt."""
+    from .file_bounds import walk_files
+
+    walked = walk_files(gen, lambda _name: True, max_entries=10_000)
+    if walked.skipped or walked.truncated:
+        raise IndexCorrupt(walked.skipped[0] if walked.skipped else f"{gen}: too many files")
+
+
 def read_manifest(gen: Path) -> dict[str, Any]:
+    check_generation_files(gen)
     try:
         manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError, UnicodeDecodeError) as exc:

@@ -251,6 +251,29 @@ async def test_abstains_on_go_panic_and_offers_new_case(engine: Engine) -> None:
         assert "nil pointer dereference" in outcome.draft_path.read_text()
 
 
+async def test_ctrl_r_saves_a_redacted_private_incident_copy(engine: Engine) -> None:
+    """Issue 26: the copy ctrl+r keeps of the paste held the raw HF_TOKEN, world-readable."""
+    import os
+    import stat
+
+    token = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        turn = await send(pilot, f"export HF_TOKEN={token}\n" + GO_PANIC)
+        assert turn.answer is not None
+        await pilot.press("ctrl+r")
+        await app.workers.wait_for_complete()
+        saved = list((Path(os.environ["KB_DATA_DIR"]) / "incidents").glob("paste-*.log"))
+        assert len(saved) == 1
+        text = saved[0].read_text()
+        assert token not in text and "HF_TOKEN=<" in text and "nil pointer dereference" in text
+        assert stat.S_IMODE(saved[0].stat().st_mode) == 0o600
+        outcome = app.last_new_case
+        if outcome.draft_path is not None:
+            assert token not in outcome.draft_path.read_text()
+
+
 async def test_follow_up_refines_and_new_conversation(engine: Engine) -> None:
     app = KbApp(engine=engine, cursor_blink=False)
     async with app.run_test(size=SIZE) as pilot:

@@ -116,3 +116,29 @@ def alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_ctrl_r_after_a_real_paste_saves_a_redacted_private_copy(terminal) -> None:
+    """Issue 26: a bracketed paste holding HF_TOKEN, then ctrl+r: the saved incident copy is redacted and 0600."""
+    import os
+    import stat
+    from pathlib import Path
+
+    token = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    term = terminal(160, 45)
+    term.paste(f"export HF_TOKEN={token}\npanic: runtime error: invalid memory address or nil pointer dereference\n"
+               "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x4a3b2c]\n\ngoroutine 1 [running]:\nmain.main()")
+    term.send("\r")
+    term.wait_for(lambda s: "No known case" in s or "nil pointer" in s, "the answer")
+    term.send("\x12")  # ctrl+r
+    folder = Path(os.environ["KB_DATA_DIR"]) / "incidents"
+    deadline = time.monotonic() + 60
+    saved: list[Path] = []
+    while time.monotonic() < deadline and not saved:
+        term.pump(0.2)
+        saved = list(folder.glob("paste-*.log")) if folder.is_dir() else []
+    assert len(saved) == 1, term.text()
+    term.pump(0.5)
+    text = saved[0].read_text(encoding="utf-8")
+    assert token not in text and "nil pointer dereference" in text
+    assert stat.S_IMODE(saved[0].stat().st_mode) == 0o600

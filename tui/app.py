@@ -319,7 +319,7 @@ class KbApp(App[int]):
         from .newcase import start_new_case
 
         with self.writing:  # quitting waits for the draft to be written (run_app ends the process hard)
-            outcome = start_new_case(text, self.engine)
+            outcome = start_new_case(text, self.engine, self.case_dirs)
         self.last_new_case = outcome
         self.call_from_thread(self.notify, outcome.message, timeout=15)
 

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
+from ..safe_text import visible
 
 
 def add_index_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -16,24 +17,40 @@ def add_index_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
 
 
 def read_log_arg(name: str | Path) -> str:
-    """A log named on the command line ('-' for standard input); a read error is a usage error."""
-    from ..signals import read_log  # kb.signals compiles many patterns; the app's start does not need it
+    """A log named on the command line ('-' for standard input); a read error is a usage error.
+
+    When the log was too big to read whole, says so on standard error (kb.signals.read_log_noted)."""
+    text, note = read_log_arg_noted(name)
+    if note:
+        sys.stderr.write(f"kb: {note}\n")
+    return text
+
+
+def read_log_arg_noted(name: str | Path) -> tuple[str, str]:
+    """`read_log_arg` with the note kept for the caller (`kb search` puts it into the answer's notes)."""
+    from ..signals import read_log_noted  # kb.signals compiles many patterns; the app's start does not need it
 
     if str(name) == "-":
-        return read_log(sys.stdin.buffer)
+        return read_log_noted(sys.stdin.buffer)
     try:
-        return read_log(name)
+        return read_log_noted(name)
     except OSError as exc:
-        raise UsageError(f"cannot read {name}: {exc.strerror or exc}") from exc
+        raise UsageError(f"cannot read {visible(name)}: {exc.strerror or exc}") from exc
 
 
-def read_query(words: list[str], file: Path | None) -> tuple[str, bool]:
+def read_query(words: list[str], file: Path | None, notes: list[str] | None = None) -> tuple[str, bool]:
     """The query text, and whether a person typed it (False for --file and standard input: a log's
-    opening lines are the program's, not the user's words)."""
-    if file is not None:
-        return read_log_arg(file), False
-    if words == ["-"] or (not words and not sys.stdin.isatty()):
-        return read_log_arg("-"), False
+    opening lines are the program's, not the user's words). What was left out of a huge log is
+    added to `notes` when given (else said on standard error)."""
+    source: str | Path | None = file
+    if source is None and (words == ["-"] or (not words and not sys.stdin.isatty())):
+        source = "-"
+    if source is not None:
+        if notes is None:
+            return read_log_arg(source), False
+        text, note = read_log_arg_noted(source)
+        notes += [note] if note else []
+        return text, False
     if not words:
         raise UsageError("give the error text, '-' to read standard input, or --file LOG")
     return " ".join(words), True

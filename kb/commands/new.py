@@ -113,7 +113,7 @@ def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..case_folder_policy import NotWritable, folder_ids, target_folder, write_draft
+    from ..case_folder_policy import NotWritable, add_to_hint, folder_ids, target_folder, write_draft
     from ..draft_from_log import draft_from_text
 
     text = read_log_arg(args.from_log)
@@ -158,8 +158,9 @@ def run(args: argparse.Namespace) -> int:
             if not _ask("Write a new case anyway?"):
                 return EXIT_NEGATIVE
         else:
-            print(f"kb: not writing a duplicate; use `kb new --add-to {dup.id}` to add the signature(s) to it, "
-                  "or --force to write a new case anyway", file=sys.stderr)
+            hint = add_to_hint(args.from_log, dup.id, dup.path, search_dirs)
+            print(f"kb: not writing a duplicate; to add the signature(s) to it: {visible(hint)}\n"
+                  "    or --force to write a new case anyway", file=sys.stderr)
             _emit(args, {"path": None, "id": draft.id, "signatures": draft.signatures, "similar": similar,
                          "duplicate": {"id": dup.id, "score": round(dup.score, 4), "path": dup.path}})
             return EXIT_NEGATIVE

@@ -43,8 +43,10 @@ def run(args: argparse.Namespace) -> int:
         except LogInputError as exc:
             raise UsageError(str(exc)) from exc
         query, typed = analysis.query, False
+        read_notes = list(analysis.notes)
     else:
-        query, typed = read_query(args.text, args.file)
+        read_notes = []
+        query, typed = read_query(args.text, args.file, read_notes)
     from ..search import SCORERS, Engine
 
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
@@ -59,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         answer = search_analysis(engine, analysis, k=args.k, use=use, fallback_text=query, typed=typed)
     else:  # the app's and `kb eval`'s path: a log through the log reader, a short query as typed
         answer = search_text(engine, query, k=args.k, use=use, baseline=baseline, baseline_path=base_name, typed=typed)
+    answer.notes[:0] = [n for n in read_notes if n not in answer.notes]  # what the reader left out comes first
     if args.json:
         print(dumps(answer.to_json(), indent=2))
     else:
