@@ -14,7 +14,7 @@ from .casefile import REGEX_PREFIX, Case
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
-DOC_VERSION = 2
+DOC_VERSION = 3  # 3: versions and identifiers (ranking, issue 25)
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
@@ -32,6 +32,8 @@ class CaseDoc(TypedDict):
     dense_kinds: list[str]
     content_hash: str
     kind: str  # "curated" or "light"
+    versions: str  # the `versions` front matter ("" when none), parsed by kb.search_versions
+    idents: list[str]  # code identifiers and config keys the case names (kb.search_rerank)
 
 
 def readable_regex(pattern: str) -> str:
@@ -109,6 +111,18 @@ def _prose(section: str) -> str:
     return _CODE_FENCE_RE.sub(" ", section)[:MAX_SECTION_CHARS]
 
 
+# A code identifier or config key: snake_case, dotted names, CamelCase with two humps; 6+ characters.
+_IDENT_RE = re.compile(r"(?<![\w.])(?:[A-Za-z_][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w])")
+_VERSIONISH_RE = re.compile(r"v?[\d.]+(?:post\d+|rc\d+)?")
+MAX_IDENTS = 300
+
+
+def identifiers(text: str) -> list[str]:
+    """The identifiers a text names, lower-cased, sorted (what tells one case's paste from another's)."""
+    found = {m.group(0).strip("._").lower() for m in _IDENT_RE.finditer(text[:200_000])}
+    return sorted(x for x in found if len(x) >= 6 and not _VERSIONISH_RE.fullmatch(x))[:MAX_IDENTS]
+
+
 def build_doc(case: Case) -> CaseDoc:
     sigs = [signature_text(s) for s in case.signatures]
     lexical = "\n".join(
@@ -134,4 +148,6 @@ def build_doc(case: Case) -> CaseDoc:
         dense_kinds=kinds,
         content_hash=case.content_hash,
         kind=case.kind,
+        versions=str(case.versions or ""),
+        idents=identifiers(lexical),
     )

@@ -38,6 +38,8 @@ class EvalQuery:
     line: int
     in_scope: bool = True
     source: str = ""
+    cause_known: bool | None = None  # false: the report's cause is unknown (a family entry answers it); None: not said
+    file: str = ""  # the file it was read from (figures per file)
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
@@ -59,7 +61,11 @@ def load_queries(path: Path) -> list[EvalQuery]:
         if not isinstance(in_scope, bool):
             raise EvalFileError(f"{path}:{n}: \"in_scope\" must be true or false")
         expected = [str(e) for e in obj["expected"]] if in_scope else []
-        queries.append(EvalQuery(str(obj.get("id", n)), obj["query"], expected, n, in_scope, str(obj.get("source") or obj.get("id", n))))
+        cause_known = obj.get("cause_known")
+        if cause_known is not None and not isinstance(cause_known, bool):
+            raise EvalFileError(f"{path}:{n}: \"cause_known\" must be true or false")
+        queries.append(EvalQuery(str(obj.get("id", n)), obj["query"], expected, n, in_scope, str(obj.get("source") or obj.get("id", n)),
+                                 cause_known, path.name))
     return queries
 
 
