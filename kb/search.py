@@ -29,7 +29,6 @@ from .near_miss import near_miss
 from .provenance import Origin, OriginMap
 from .search_rerank import (
     CANDIDATES,
-    RANK_FEATURES,
     Candidate,
     Distinctive,
     RankFileError,
