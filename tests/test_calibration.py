@@ -269,14 +269,19 @@ def test_a_case_about_a_harmless_message_may_match_healthy_lines_but_never_outra
 
 
 def test_a_weak_signature_alone_cannot_make_high() -> None:
-    model = Model(np.array([0.0] * (len(FEATURES) - 5) + [6.0, 0.0, 0.0, 0.0, 0.0]), -1.0, 0.8, 0.2, {})
+    def weights(name: str) -> np.ndarray:
+        w = np.zeros(len(FEATURES))
+        w[FEATURES.index(name)] = 6.0
+        return w
+
+    model = Model(weights("fused"), -1.0, 0.8, 0.2, {})
     strong = ConfidenceFeatures(sig_strong=0.9, fused=0.9, lexical=0.2, dense=0.2)
     weak = ConfidenceFeatures(sig_weak_only=1.0, fused=0.9, lexical=0.2, dense=0.2)
     assert model.level(strong)[0] == "high"
     level, p = model.level(weak)
     assert p >= 0.8 and level != "high"
     # nor the lead over the runner-up that the broad hit alone gave it
-    by_margin = Model(np.array([0.0] * (len(FEATURES) - 4) + [6.0, 0.0, 0.0, 0.0]), -1.0, 0.8, 0.2, {})
+    by_margin = Model(weights("margin"), -1.0, 0.8, 0.2, {})
     lead = ConfidenceFeatures(sig_weak_only=1.0, fused=0.9, margin=0.7, lexical=0.3, dense=0.3)
     assert by_margin.p(lead) >= 0.8 and by_margin.level(lead)[0] != "high"
     assert by_margin.p(lead.without_weak()) < 0.8

@@ -1,9 +1,11 @@
-"""`kb eval FILE.jsonl... [--json] [--diagram SVG] [--fit [--out JSON]]`; `kb eval --logs [DIR]`.
+"""`kb eval FILE.jsonl... [--json] [--diagram SVG] [--fit [--out JSON]] [--growth]`; `kb eval --logs [DIR]`.
 
 Search quality per scorer and fused, and calibration: per confidence level how
 often the top answer is right, how many no-case queries kb declined, the
 expected calibration error and a reliability diagram. `--fit` refits the
-confidence model (kb/confidence.json) on the given files instead. `--logs`
+second ranking stage (kb/rank.json, beside `--out`) and then the confidence
+model (kb/confidence.json) on the given files instead. `--growth` prints
+covered R@1 with random subsets of the entries. `--logs`
 measures the log reader on whole logs against their line labels.
 """
 
@@ -22,8 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", type=Path, nargs="*", metavar="FILE.jsonl")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--diagram", type=Path, metavar="SVG", help="also write the reliability diagram as an SVG picture")
-    p.add_argument("--fit", action="store_true", help="fit the confidence model on these files (cross-validated) and write it")
-    p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the model (default: kb/confidence.json)")
+    p.add_argument("--fit", action="store_true", help="fit the second ranking stage, then the confidence model, on these files (folds by thread) and write both")
+    p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the confidence model (default: kb/confidence.json; the ranking weights go beside it as rank.json)")
     p.add_argument("--growth", action="store_true", help="covered R@1 with random 50 %% / 75 %% / 100 %% of the entries (same seeds)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds for --fit (default 5)")
     p.add_argument("--logs", type=Path, nargs="?", const=Path("eval/logs"), metavar="DIR",
