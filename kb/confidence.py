@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,6 +36,11 @@ FEATURES = (
     "error_line",  # 1 when the paste has a strong error line (exception, NCCL, CUDA, killed...)
     "foreign",  # out-of-stack evidence (0..1) that was not enough to decline
     "unexplained_error",  # 1 when the paste has an error line but no signature of the top case matched it
+    "family",  # 1 when the top case is a family (triage) entry (kb.search_rerank)
+    "ident",  # identifiers the top case names (and few cases do) found in the paste (0..1)
+    "sig_shared",  # 1 when every pasted line the top case's signatures matched is matched by another case's too
+    "version_excluded",  # 1 when the paste's version is outside the top case's range
+    "version_included",  # 1 when the paste's version is inside the top case's range
 )
 
 
@@ -53,6 +58,11 @@ class ConfidenceFeatures:
     error_line: float = 0.0
     foreign: float = 0.0
     unexplained_error: float = 0.0
+    family: float = 0.0
+    ident: float = 0.0
+    sig_shared: float = 0.0
+    version_excluded: float = 0.0
+    version_included: float = 0.0
 
     def vector(self) -> np.ndarray:
         return np.array([getattr(self, f) for f in FEATURES], dtype=np.float64)
@@ -63,8 +73,13 @@ class ConfidenceFeatures:
             return self
         fused = min(self.fused, self.lexical * 0.3 + self.dense * 0.4)
         second = self.fused - self.margin  # the runner-up's score does not change; the lead the broad hit gave does
-        return ConfidenceFeatures(0.0, 0.0, self.sig_rival, self.lexical, self.dense, fused,
-                                  min(self.margin, fused - second), self.error_line, self.foreign, self.error_line)
+        return replace(self, sig_strong=0.0, sig_weak_only=0.0, fused=fused, margin=min(self.margin, fused - second),
+                       unexplained_error=self.error_line, sig_shared=0.0)
+
+    def separated(self) -> bool:
+        """Something tells the top case apart from a case whose signature matched the same lines:
+        an identifier only it (and few others) names, or the paste's version inside its range."""
+        return self.ident > 0 or self.version_included > 0
 
 
 @dataclass(frozen=True)
@@ -82,7 +97,9 @@ class Model:
     def level(self, ev: ConfidenceFeatures) -> tuple[Level, float]:
         """("high" | "medium" | "low", p)."""
         p = self.p(ev)
-        if p >= self.high and self.p(ev.without_weak()) >= self.high:
+        # a case whose signature line another case's signature also matched is "high" only when
+        # something else tells them apart (issue 25: both confident-wrong answers were such neighbours)
+        if p >= self.high and self.p(ev.without_weak()) >= self.high and (not ev.sig_shared or ev.separated()):
             return "high", p
         if p < self.low:
             return "low", p

@@ -16,7 +16,7 @@ from .regex_analysis import required_literal
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
-DOC_VERSION = 4  # 3: regex_required; 4: `unedited`
+DOC_VERSION = 5  # 3: regex_required; 4: `unedited`; 5: versions and identifiers (ranking, issue 25)
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
@@ -34,6 +34,8 @@ class _CaseDocBase(TypedDict):
     dense_kinds: list[str]
     content_hash: str
     kind: str  # "curated" or "light"
+    versions: str  # the `versions` front matter ("" when none), parsed by kb.search_versions
+    idents: list[str]  # code identifiers and config keys the case names (kb.search_rerank)
     unedited: bool  # a draft whose Causes/Fix still say TODO: never answered "high" (kb.draft_quality)
 
 
@@ -118,6 +120,18 @@ def _prose(section: str) -> str:
     return _CODE_FENCE_RE.sub(" ", section)[:MAX_SECTION_CHARS]
 
 
+# A code identifier or config key: snake_case, dotted names, CamelCase with two humps; 6+ characters.
+_IDENT_RE = re.compile(r"(?<![\w.])(?:[A-Za-z_][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w])")
+_VERSIONISH_RE = re.compile(r"v?[\d.]+(?:post\d+|rc\d+)?")
+MAX_IDENTS = 300
+
+
+def identifiers(text: str) -> list[str]:
+    """The identifiers a text names, lower-cased, sorted (what tells one case's paste from another's)."""
+    found = {m.group(0).strip("._").lower() for m in _IDENT_RE.finditer(text[:200_000])}
+    return sorted(x for x in found if len(x) >= 6 and not _VERSIONISH_RE.fullmatch(x))[:MAX_IDENTS]
+
+
 def build_doc(case: Case) -> CaseDoc:
     sigs = [signature_text(s) for s in case.signatures]
     lexical = "\n".join(
@@ -145,4 +159,6 @@ def build_doc(case: Case) -> CaseDoc:
         kind=case.kind,
         regex_required={s: required_literal(s[len(REGEX_PREFIX):].strip()) for s in case.signatures if s.startswith(REGEX_PREFIX)},
         unedited=is_unedited(case),
+        versions=str(case.versions or ""),
+        idents=identifiers(lexical),
     )

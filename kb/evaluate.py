@@ -48,7 +48,8 @@ class EvalQuery:
     line: int
     in_scope: bool = True
     source: str = ""
-    cause_known: bool | None = None  # None: not labelled (or out of scope)
+    cause_known: bool | None = None  # None: not labelled (or out of scope); false: the cause is unknown (a family entry answers it)
+    file: str = ""  # the file it was read from (figures per file)
 
 
 def load_queries(path: Path) -> list[EvalQuery]:
@@ -74,7 +75,7 @@ def load_queries(path: Path) -> list[EvalQuery]:
             raise EvalFileError(f"{path}:{n}: \"cause_known\" must be true, false or null")
         expected = [str(e) for e in obj["expected"]] if in_scope else []
         queries.append(EvalQuery(str(obj.get("id", n)), obj["query"], expected, n, in_scope, str(obj.get("source") or obj.get("id", n)),
-                                 cause_known if in_scope else None))
+                                 cause_known if in_scope else None, path.name))
     return queries
 
 
@@ -101,13 +102,14 @@ _LIST_ITEM_RE = re.compile(r"^(?:\d+[.)]|[-*]) ", re.M)
 
 
 def family_ids(cases: Iterable[Case]) -> set[str]:
-    """Entries built for a message with several causes: `## Causes` lists at least two
+    """Entries built for a message with several causes: tagged `family`/`triage`, or `## Causes` lists at least two
     candidates and a check lets the user tell them apart (or, for a curated case, its
     `## Verify`; a light entry records one root cause, so without a check it is no family).
     Structural: it does not judge whether the checks really discriminate (the second reader does)."""
-    return {c.id for c in cases
-            if len(_LIST_ITEM_RE.findall(c.section("Causes"))) >= 2
-            and (c.checks or (c.kind == "curated" and c.section("Verify").strip()))}
+    tagged = {c.id for c in cases if {"family", "triage"} & {t.lower() for t in c.tags}}  # marked in front matter
+    return tagged | {c.id for c in cases
+                     if len(_LIST_ITEM_RE.findall(c.section("Causes"))) >= 2
+                     and (c.checks or (c.kind == "curated" and c.section("Verify").strip()))}
 
 
 def _cause_block(queries: list[EvalQuery], answers: list[Answer], known: set[str], families: set[str]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ class Kind(str, Enum):
     STAGE = "stage"  # demoted: a start-up case, but the log got further (kb.logsearch, kb.stage)
     NEAR_MISS = "near_miss"  # a pasted line has a signature's words but other quoted names (kb.near_miss)
     DEATH = "death"  # promoted: a process died by SIGKILL, the host-OOM entry explains it (kb.logsearch, kb.logdeath)
+    VERSION = "version"  # the paste's version of a package is outside (or inside) the case's range (kb.search_versions)
 
 
 def quoted(text: str) -> str:
@@ -59,6 +60,9 @@ class Evidence:
     stage: str = ""  # STAGE: how far the log got ("step 6", "checkpoint", ...)
     case_name: str = ""  # NEAR_MISS: the name the case's signature quotes
     pasted_name: str = ""  # NEAR_MISS: the name the pasted line quotes in its place
+    package: str = ""  # VERSION: the package whose version decided
+    pasted_version: str = ""  # VERSION: the version the paste shows
+    verdict: str = ""  # VERSION: "excluded" (outside the case's range, ranked down) or "included"
 
     @classmethod
     def signature_hit(cls, signature: str, line: str, weak: bool = False) -> Evidence:
@@ -90,6 +94,11 @@ class Evidence:
             line, signature=signature, case_name=case_name, pasted_name=pasted_name,
         )
 
+    @classmethod
+    def version(cls, verdict: str, package: str, pasted_version: str, text: str, ranked_down: bool = False) -> Evidence:
+        lead = "version, ranked down: " if ranked_down else "version: "
+        return cls(Kind.VERSION, lead + text, package=package, pasted_version=pasted_version, verdict=verdict)
+
     def to_json(self) -> dict[str, Any]:
         """{kind, text, line} and the typed fields of its kind."""
         out: dict[str, Any] = {"kind": self.kind.value, "text": self.text, "line": self.line}
@@ -103,4 +112,6 @@ class Evidence:
             out["stage"] = self.stage
         elif self.kind is Kind.NEAR_MISS:
             out.update(signature=self.signature, case_name=self.case_name, pasted_name=self.pasted_name)
+        elif self.kind is Kind.VERSION:
+            out.update(package=self.package, pasted_version=self.pasted_version, verdict=self.verdict)
         return out

@@ -27,6 +27,19 @@ from .evidence import Evidence
 from .index import LoadedIndex, open_index
 from .near_miss import near_miss
 from .provenance import Origin, OriginMap
+from .search_rerank import (
+    CANDIDATES,
+    Candidate,
+    Distinctive,
+    RankFileError,
+    RankModel,
+    candidate_features,
+    is_family,
+    load_rank_model,
+    paste_identifiers,
+    rerank_order,
+)
+from .search_versions import judge, paste_versions
 from .signals import Signals, extract
 from .signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
 
@@ -132,6 +145,7 @@ class Answer:
     nearest: list[Result] = field(default_factory=list)  # when declined: the closest cases, not a match
     question: str = ""  # when declined without an error line: one question to narrow it down
     features: ConfidenceFeatures | None = None  # what the confidence model read (for `kb eval --fit`)
+    candidates: list[tuple[str, np.ndarray]] = field(default_factory=list)  # (case id, RANK_FEATURES) for the ranking fit
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -239,6 +253,11 @@ class Engine:
         self._weak: dict[tuple[str, str], str] | None = None  # calibration: (case, signature) -> why it is weak
         self._model: Model | None = None
         self._model_error = ""
+        self._distinctive: Distinctive | None = None  # ranking (issue 25): identifiers and version ranges per case
+        self._rank_model: RankModel | None = None
+        self._rank_loaded = False
+        self._rank_error = ""
+        self.keep: np.ndarray | None = None  # growth experiment (kb.evaluate_rank): cases not kept score nothing
         self._encoder: Any = None
         self._encoder_error: str = ""
         self._lock = threading.Lock()
@@ -331,7 +350,18 @@ class Engine:
         if "dense" in use and self._encoder is not None and n:
             # One encode: error lines first, then context; the model reads the first 256 tokens.
             raw.cos, raw.best_row = self._dense_scores(f"{focus[:2000]}\n{rest[:1000]}" if rest else focus[:3000])
+        if self.keep is not None:
+            self._drop_cases(raw, ~self.keep)
         return raw
+
+    def _drop_cases(self, raw: RawScores, drop: np.ndarray) -> None:
+        """Score as if the dropped cases were not in the corpus (the growth experiment; BM25's
+        document frequencies still count them)."""
+        raw.hits = {c: h for c, h in raw.hits.items() if not drop[self._position[c]]}
+        raw.weak_only = {i for i in raw.weak_only if not drop[i]}
+        for arr, empty in ((raw.signature, 0.0), (raw.bm25, 0.0), (raw.bm25_context, 0.0), (raw.cos, -1.0)):
+            if arr is not None:
+                arr[drop] = empty
 
     # ------------------------------------------------------------ search
 
@@ -341,17 +371,25 @@ class Engine:
         signals = raw.signals
         fused, parts = fuse(raw, w)
         self._demote_harmless(raw, fused)  # calibration (issue 13)
+        # --- ranking (issue 25): family versus specific, versions; learned adjustment of the top candidates
+        cands = self._candidates(text, raw, fused) if tuple(use) == SCORERS else []
+        base = fused
+        fused = rerank_order(fused, cands, self.rank_model() if cands else None)
+        by_row = {c.row: c for c in cands}
+        # --- end ranking
         order = np.argsort(-fused, kind="stable")[:k]
         results: list[Result] = []
         for i in order:
             if fused[i] <= 0:
                 continue
-            results.append(self._result(int(i), float(fused[i]), parts, raw))
-        top = results[0].score if results else 0.0
+            results.append(self._result(int(i), float(fused[i]), parts, raw, by_row.get(int(i))))
+        # abstention reads the fused score of the top case before the learned adjustment: the
+        # adjustment orders candidates; the threshold was chosen on the fused score
+        top = float(base[int(order[0])]) if results else 0.0
         abstained = abstain and top < w.abstain_below
         # --- calibration (issue 13): other stacks are declined, the top answer's confidence is fitted
         stack = detect_stack(text)
-        features = self._features(raw, fused, parts, order, stack) if results else None
+        features = self._features(raw, fused, parts, order, stack, by_row) if results else None
         model = self.model()
         # The model was fitted with all three scorers; without the dense one its inputs are off
         # the fitted range, so the score bands stay (a broad signature alone still cannot give high).
@@ -380,6 +418,8 @@ class Engine:
             notes.append(f"this looks like {stack.label} output, not verl's stack (saw: {stack.evidence[:120]}); kb's cases do not cover it")
         if self._model_error:
             notes.append(self._model_error)
+        if self._rank_error:
+            notes.append(self._rank_error)
         if self.index.status.problems:
             notes.append(f"{len(self.index.status.problems)} case file(s) skipped because of errors; run `kb check`")
         if "dense" in use and raw.cos is None:
@@ -394,7 +434,42 @@ class Engine:
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
         return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes,
-                      stack=stack, nearest=nearest, question=question, features=features)
+                      stack=stack, nearest=nearest, question=question, features=features,
+                      candidates=[(self.docs[c.row]["id"], c.features) for c in cands])
+
+    # ------------------------------------------------------------ ranking (issue 25)
+
+    def rank_model(self) -> RankModel | None:
+        """The fitted ranking weights (kb/rank.json); None without the file, or with a note when it is unusable."""
+        if not self._rank_loaded:
+            self._rank_loaded = True
+            try:
+                self._rank_model = load_rank_model()
+            except RankFileError as exc:
+                self._rank_error = f"ranking model unusable, ranking by the fused score alone: {exc}"
+        return self._rank_model
+
+    def set_rank_model(self, model: RankModel | None) -> None:
+        """Rank with these weights (the fit's folds; None: by the fused score alone)."""
+        self._rank_model, self._rank_loaded, self._rank_error = model, True, ""
+
+    def _candidates(self, text: str, raw: RawScores, fused: np.ndarray) -> list[Candidate]:
+        """The top cases by fused score, with what tells them apart (kb.search_rerank)."""
+        if not len(fused):
+            return []
+        if self._distinctive is None:
+            self._distinctive = Distinctive(self.docs)
+        dist = self._distinctive
+        rows = [int(i) for i in np.argsort(-fused, kind="stable")[:CANDIDATES] if fused[i] > 0]
+        strong = {self._position[c] for c in raw.hits} - raw.weak_only
+        found = paste_identifiers(text)
+        pasted = paste_versions(text)
+        return candidate_features(
+            rows, fused, strong, [is_family(self.docs[r]) for r in rows],
+            [tuple(sorted(dist.per_case[r] & found)) for r in rows],
+            [judge(pasted, dist.version_ranges(r)) for r in rows],
+            bool(raw.signals.error_lines),
+        )
 
     # ------------------------------------------------------------ calibration (issue 13)
 
@@ -454,10 +529,16 @@ class Engine:
         return self._model
 
     def _features(
-        self, raw: RawScores, fused: np.ndarray, parts: dict[str, np.ndarray], order: np.ndarray, stack: StackVerdict
+        self, raw: RawScores, fused: np.ndarray, parts: dict[str, np.ndarray], order: np.ndarray, stack: StackVerdict,
+        cands: dict[int, Candidate] | None = None,
     ) -> ConfidenceFeatures:
         """What the confidence model reads about the top case."""
         i = int(order[0])
+        cand = (cands or {}).get(i)
+        top_id = self.docs[i]["id"]
+        top_lines = {h.line for h in raw.hits.get(top_id, [])}
+        # the pasted lines the top case's signatures explain are all explained by another case's too
+        shared = bool(top_lines) and any(top_lines <= {h.line for h in hs} for cid, hs in raw.hits.items() if cid != top_id)
         second = float(fused[int(order[1])]) if len(order) > 1 else 0.0
         sig = parts.get("signature")
         weak_only = i in raw.weak_only
@@ -473,11 +554,27 @@ class Engine:
             error_line=1.0 if raw.signals.error_lines else 0.0,
             foreign=min(1.0, stack.foreign_score / 4.0) if not stack.foreign else 1.0,
             unexplained_error=1.0 if raw.signals.error_lines and (sig is None or sig[i] <= 0) else 0.0,
+            family=1.0 if is_family(self.docs[i]) else 0.0,
+            ident=float(cand.features[2]) if cand is not None else 0.0,
+            sig_shared=1.0 if shared else 0.0,
+            version_excluded=1.0 if cand is not None and cand.version.verdict == "excluded" else 0.0,
+            version_included=1.0 if cand is not None and cand.version.verdict == "included" else 0.0,
         )
 
-    def _result(self, i: int, score: float, parts: dict[str, np.ndarray], raw: RawScores) -> Result:
+    def _result(self, i: int, score: float, parts: dict[str, np.ndarray], raw: RawScores, cand: Candidate | None = None) -> Result:
         doc = self.docs[i]
         evidence: list[Evidence] = []
+        version = None
+        if cand is not None and cand.version.verdict != "unknown":
+            v = cand.version
+            rank = self._rank_model
+            feature = "version_fixed" if v.fixed else "version_excluded"
+            # "ranked down" only where the fitted weight moves the score by a visible amount
+            down = v.verdict == "excluded" and rank is not None and rank.adjustment_of(feature) <= -0.01
+            version = Evidence.version(v.verdict, v.package, ".".join(map(str, v.pasted)), v.text, ranked_down=down)
+            if v.verdict == "excluded":  # the first thing a reader should know about this case
+                evidence.append(version)
+                version = None
         weak = self._weak or {}
         hits = raw.hits.get(doc["id"], [])[:3]
         for h in hits:
@@ -492,6 +589,8 @@ class Engine:
             texts = doc["dense_texts"]
             label = texts[local] if 0 <= local < len(texts) else doc["title"]
             evidence.append(Evidence.dense_match(float(raw.cos[i]), label))
+        if version is not None:
+            evidence.append(version)
         scores = {s: float(parts[s][i]) for s in SCORERS if s in parts}
         origin = self.origins.origin(doc["path"], doc["id"])
         return Result(doc["id"], doc["title"], doc["category"], doc["path"], score, self.weights.level(score), scores, evidence,

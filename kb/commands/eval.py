@@ -1,9 +1,11 @@
-"""`kb eval FILE.jsonl... [--json] [--diagram SVG] [--fit [--out JSON]]`; `kb eval --logs [DIR]`.
+"""`kb eval FILE.jsonl... [--json] [--diagram SVG] [--fit [--out JSON]] [--growth]`; `kb eval --logs [DIR]`.
 
 Search quality per scorer and fused, and calibration: per confidence level how
 often the top answer is right, how many no-case queries kb declined, the
 expected calibration error and a reliability diagram. `--fit` refits the
-confidence model (kb/confidence.json) on the given files instead. `--logs`
+second ranking stage (kb/rank.json, beside `--out`) and then the confidence
+model (kb/confidence.json) on the given files instead. `--growth` prints
+covered R@1 with random subsets of the entries. `--logs`
 measures the log reader on whole logs against their line labels.
 """
 
@@ -22,8 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", type=Path, nargs="*", metavar="FILE.jsonl")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--diagram", type=Path, metavar="SVG", help="also write the reliability diagram as an SVG picture")
-    p.add_argument("--fit", action="store_true", help="fit the confidence model on these files (cross-validated) and write it")
-    p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the model (default: kb/confidence.json)")
+    p.add_argument("--fit", action="store_true", help="fit the second ranking stage, then the confidence model, on these files (folds by thread) and write both")
+    p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the confidence model (default: kb/confidence.json; the ranking weights go beside it as rank.json)")
+    p.add_argument("--growth", action="store_true", help="covered R@1 with random 50 %% / 75 %% / 100 %% of the entries (same seeds)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds for --fit (default 5)")
     p.add_argument("--logs", type=Path, nargs="?", const=Path("eval/logs"), metavar="DIR",
                    help="measure the log reader on labelled whole logs (default eval/logs): kept-line precision/recall/F1, suspect rank, stage, R@1")
@@ -53,6 +56,12 @@ def run(args: argparse.Namespace) -> int:
     engine.load_dense()
     if args.fit:
         return _fit(args, engine, queries, outcomes)
+    if args.growth:
+        from ..evaluate_rank import format_growth, growth
+
+        curve = growth(engine, queries)
+        print(json.dumps({"growth": curve}, indent=2) if args.json else "\n".join(format_growth(curve)))
+        return 0
     report = evaluate(engine, queries, family_ids(load_cases(args.cases).cases))
     report["calibration"]["labels_to_check"] = _stale_labels(args, queries)
     if args.diagram:
@@ -108,11 +117,27 @@ def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: i
                          "a stale [] counts a right answer as wrong in the fit: "
                          + ", ".join(f"{s['id']} -> {'/'.join(s['cases'])}" for s in stale[:10]) + (" ..." if len(stale) > 10 else "") + "\n")
 
-    rows = outcomes(engine, queries)
+    # ranking first (kb/rank.json), then confidence on the answers each held-out ranking fold gave
+    from ..evaluate_rank import RankRow, family_ids, family_row, fit_rank, format_rank
+    from ..search_rerank import RANK_PATH
+
+    fams = family_ids(engine)
+    rank_rows = [RankRow(q.id, q.source.split("#")[0].rstrip("/"), q.file, q.expected, family_row(q.expected, q.cause_known, fams))
+                 for q in queries]
+    rank_model, held_answers, held_rank = fit_rank(engine, queries, rank_rows, k=args.folds)
+    rank_out = args.out.with_name("rank.json") if args.out else RANK_PATH
+    rows = outcomes(engine, queries, answers=held_answers)
     try:
         model, _ = fit(rows, k=args.folds, sources=[f.name for f in args.file])
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
+    try:
+        rank_out.write_text(json.dumps(rank_model.to_json(), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {rank_out}: {exc}") from exc
+    if not args.json:
+        print("\n".join(format_rank(held_rank)))
+        print(f"ranking weights written to {rank_out}")
     out = args.out or MODEL_PATH
     try:
         out.write_text(json.dumps(model.to_json(), indent=2) + "\n", encoding="utf-8")

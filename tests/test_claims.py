@@ -1,0 +1,69 @@
+"""The README's search figures hold (issue 25 / 29): a regression of the report sample fails the suite.
+
+The claimed figures are read from README.md's tables, so a README that claims more than the code
+does fails here too. MARGIN is what the suite allows below a claim: a drop of 0.05 in report-sample
+R@1 fails.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from kb.evaluate import evaluate, load_queries
+
+ROOT = Path(__file__).resolve().parent.parent
+DEV = ROOT.parent / "shared" / "eval" / "dev.jsonl"
+REPORTS = ROOT / "eval" / "reports.jsonl"
+README = ROOT / "README.md"
+MARGIN = 0.03
+
+
+def _claims() -> dict[str, float]:
+    text = README.read_text(encoding="utf-8")
+    rec = re.search(r"^\| report sample \| \*\*\d+/\d+ in-scope rows[^|]*\| \*\*([\d.]+)\*\* \| \*\*([\d.]+)\*\* \|", text, re.M)
+    dev = re.search(r"^\| dev queries \| \d+/\d+ \| \*\*([\d.]+)\*\* \| \*\*([\d.]+)\*\* \|", text, re.M)
+    cal = re.search(r"^\| report sample \| \d+/\d+ \(\d+ %\) \| \d+ % \| \d+ \| ([\d.]+) \|", text, re.M)
+    assert rec and dev and cal, "README.md's search-quality tables changed shape: update tests/test_claims.py"
+    return {"r1": float(rec.group(1)), "r3": float(rec.group(2)), "dev_r1": float(dev.group(1)), "dev_r3": float(dev.group(2)),
+            "ece": float(cal.group(1))}
+
+
+def test_readme_claims_are_readable() -> None:
+    c = _claims()
+    assert 0 < c["r1"] <= c["r3"] <= 1 and 0 <= c["ece"] < 0.5
+
+
+@pytest.mark.slow
+def test_report_sample_holds_the_readme_figures(engine) -> None:
+    c = _claims()
+    report = evaluate(engine, load_queries(REPORTS))
+    fused = report["scorers"]["fused"]
+    assert fused["recall@1"] >= c["r1"] - MARGIN, (fused, report["failures"][:20])
+    assert fused["recall@3"] >= c["r3"] - MARGIN, fused
+    assert report["calibration"]["ece"] <= c["ece"] + MARGIN, report["calibration"]["ece"]
+    # fused beats every scorer alone (each run on its own, without the others)
+    for scorer in ("signature", "lexical", "dense"):
+        assert fused["recall@1"] > report["scorers"][scorer]["recall@1"], scorer
+
+
+@pytest.mark.slow
+def test_dev_floors_and_readme_figures(engine) -> None:
+    assert DEV.is_file(), f"{DEV} is missing: CI has the dev queries beside the checkout; a missing set fails, never skips"
+    c = _claims()
+    fused = evaluate(engine, load_queries(DEV))["scorers"]["fused"]
+    assert fused["recall@1"] >= max(0.92, c["dev_r1"] - MARGIN)
+    assert fused["recall@3"] >= max(0.95, c["dev_r3"] - MARGIN)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured 3 December (412 entries): R@1 0.845 at 50 % of the entries, 0.836 at 100 % "
+                   "(docs/search.md, section 3b); strict: the day it passes, remove this mark and keep the bar")
+def test_ranking_does_not_get_worse_as_the_corpus_grows(engine) -> None:
+    from kb.evaluate_rank import growth
+
+    curve = {p["fraction"]: p for p in growth(engine, load_queries(REPORTS))}
+    # rows whose entries were dropped are "no entry" rows; R@1 is on the rows still covered
+    assert curve[1.0]["r1"] >= curve[0.5]["r1"], curve

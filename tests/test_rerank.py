@@ -1,0 +1,73 @@
+"""Issue 25: family versus specific, versions in ranking, and "high" kept honest between neighbours."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kb.confidence import FEATURES, ConfidenceFeatures, Model
+from kb.evidence import Evidence, Kind
+from kb.search_rerank import RANK_FEATURES, RankModel, candidate_features, fit_conditional_logit, rerank_order
+from kb.search_versions import VersionJudgement
+
+UNKNOWN = VersionJudgement("unknown")
+
+
+def _cands(family: list[bool], strong: set[int] = frozenset(), idents: list[tuple[str, ...]] | None = None, versions=None):  # type: ignore[no-untyped-def]
+    n = len(family)
+    fused = np.linspace(0.6, 0.4, n).astype(np.float32)
+    return fused, candidate_features(list(range(n)), fused, set(strong), family, idents or [()] * n,
+                                     versions or [UNKNOWN] * n, error_line=False)
+
+
+def test_family_entry_wins_when_nothing_separates_a_specific_one() -> None:
+    # row 0: a specific entry that only shares vocabulary; row 1: the family entry
+    fused, cands = _cands([False, True])
+    assert cands[1].features[RANK_FEATURES.index("family_unseparated")] == 1.0
+    # with separating evidence (a specific signature of row 0) the family entry is no longer "unseparated"
+    _, sep = _cands([False, True], strong={0})
+    assert sep[1].features[RANK_FEATURES.index("family_unseparated")] == 0.0
+
+
+def test_the_fit_learns_to_prefer_the_family_entry_without_separating_evidence() -> None:
+    rng = np.random.default_rng(0)
+    groups = []
+    for _ in range(60):
+        fused, cands = _cands([False, True, False])
+        X = np.array([c.features for c in cands]) + rng.normal(0, 0.01, (3, len(RANK_FEATURES)))
+        groups.append((X, np.array([0.0, 1.0, 0.0])))
+    w = fit_conditional_logit(groups, iters=500)
+    model = RankModel(w, {})
+    fused, cands = _cands([False, True, False])
+    order = np.argsort(-rerank_order(fused, cands, model))
+    assert order[0] == 1
+
+
+def test_an_entry_whose_range_excludes_the_paste_goes_down_and_says_why() -> None:
+    excluded = VersionJudgement("excluded", "verl", (0, 9, 0), "fixed in verl 0.6.1; this paste is from verl 0.9.0", fixed=True)
+    fused, cands = _cands([False, False], versions=[excluded, UNKNOWN])
+    w = np.zeros(len(RANK_FEATURES))
+    assert cands[0].features[RANK_FEATURES.index("version_fixed")] == 1.0
+    w[0], w[RANK_FEATURES.index("version_fixed")] = 10.0, -3.0
+    out = rerank_order(fused, cands, RankModel(w, {}))
+    assert out[0] < out[1]
+    ev = Evidence.version("excluded", "verl", "0.9.0", excluded.text, ranked_down=True)
+    assert ev.kind is Kind.VERSION and ev.to_json()["verdict"] == "excluded"
+    assert ev.text == "version, ranked down: fixed in verl 0.6.1; this paste is from verl 0.9.0"
+    assert set(ev.to_json()) == {"kind", "text", "line", "package", "pasted_version", "verdict"}
+
+
+def _model() -> Model:
+    w = np.zeros(len(FEATURES))
+    w[FEATURES.index("sig_strong")] = 6.0
+    return Model(w, -1.0, high=0.9, low=0.3, meta={})
+
+
+def test_a_neighbour_sharing_the_signature_line_is_not_high_unless_something_separates_it() -> None:
+    model = _model()
+    alone = ConfidenceFeatures(sig_strong=1.0, fused=0.9, margin=0.2, error_line=1.0)
+    assert model.level(alone)[0] == "high"
+    shared = ConfidenceFeatures(sig_strong=1.0, sig_rival=1.0, sig_shared=1.0, fused=0.9, margin=0.2, error_line=1.0)
+    assert model.level(shared)[0] == "medium"
+    # an identifier only this case (and few others) names tells them apart
+    assert model.level(ConfidenceFeatures(sig_strong=1.0, sig_rival=1.0, sig_shared=1.0, ident=0.34, fused=0.9, margin=0.2))[0] == "high"
+    assert model.level(ConfidenceFeatures(sig_strong=1.0, sig_rival=1.0, sig_shared=1.0, version_included=1.0, fused=0.9))[0] == "high"

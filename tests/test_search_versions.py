@@ -1,0 +1,47 @@
+"""Versions read from a paste and from an entry's `versions` front matter (kb.search_versions)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kb.search_versions import entry_ranges, judge, paste_versions
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        ("pip install vllm==0.8.5", {"vllm": (0, 8, 5)}),
+        ("I am on verl 0.7.1 with 8 GPUs", {"verl": (0, 7, 1)}),
+        ("INFO 05-01 12:00:00 vLLM version 0.8.5", {"vllm": (0, 8, 5)}),
+        ("(TaskRunner pid=1) verl version: 0.7.1", {"verl": (0, 7, 1)}),
+        ("torch                     2.6.0+cu124\nvllm                      0.8.5.post1", {"torch": (2, 6, 0), "vllm": (0, 8, 5)}),
+        ("Name: vllm\nVersion: 0.10.1\nSummary: ...", {"vllm": (0, 10, 1)}),
+    ],
+)
+def test_paste_versions_from_pins_prose_pip_and_banners(text: str, want: dict) -> None:
+    assert paste_versions(text) == want
+
+
+def test_install_paths_carry_no_version() -> None:
+    assert paste_versions('File "/usr/lib/python3.10/site-packages/vllm/worker/worker.py", line 12') == {}
+
+
+def test_entry_ranges_read_closed_and_open_ends() -> None:
+    r = entry_ranges("verl v0.4.1-v0.7.1 with trl >= 0.29; fixed in verl v0.8.0")
+    assert r["verl"].low == (0, 4, 1) and r["verl"].high == (0, 8, 0) and r["verl"].fixed_in
+    assert r["trl"].low == (0, 29) and r["trl"].high is None
+    # the newest verl tag read is an open end: the fact still held there
+    assert entry_ranges("verl v0.5.0-v0.9.0")["verl"].high is None
+    assert entry_ranges("verl <= v0.4.1 installed under projects")["verl"].contains((0, 4, 1))
+    assert not entry_ranges("verl <= v0.4.1 installed under projects")["verl"].contains((0, 5, 0))
+    assert entry_ranges("whatever the maintainers said") == {}
+
+
+def test_a_paste_past_the_fix_is_excluded_and_says_why() -> None:
+    j = judge({"verl": (0, 9, 0)}, entry_ranges("verl v0.4.0-v0.6.0; fixed in verl v0.6.1"))
+    assert j.verdict == "excluded" and j.fixed
+    assert j.text == "fixed in verl 0.6.1; this paste is from verl 0.9.0"
+    assert judge({"verl": (0, 5, 0)}, entry_ranges("verl v0.4.0-v0.6.0; fixed in verl v0.6.1")).verdict == "included"
+    assert judge({"vllm": (0, 8, 5)}, entry_ranges("verl v0.4.0-v0.6.0")).verdict == "unknown"
+    older = judge({"verl": (0, 3, 0)}, entry_ranges("verl v0.6.0-v0.9.0"))
+    assert older.text == "needs verl >= 0.6.0; this paste is from verl 0.3.0" and not older.fixed
