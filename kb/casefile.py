@@ -39,6 +39,8 @@ CHECK_ATTRS = ("name", "timeout", "needs", "doctor", "description")
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 600.0
 REGEX_PREFIX = "regex:"
+FAMILY_TAGS = frozenset({"family", "triage"})
+_LIST_ITEM_RE = re.compile(r"^(?:\d+[.)]|[-*]) ", re.M)  # a numbered or bulleted candidate cause
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
 NEED_RE = re.compile(r"^(gpu|multi-gpu|cmd:[A-Za-z0-9_.+-]+|py:[A-Za-z0-9_.]+)$")
 # Bounds on one case (case files are untrusted input; docs/case-format.md).
@@ -122,6 +124,18 @@ class Case:
 
     def section(self, name: str) -> str:
         return self.sections.get(name, "")
+
+    @property
+    def is_family(self) -> bool:
+        """A family entry: one message or symptom with several candidate causes, and what tells them apart.
+
+        Tagged `family`/`triage`, or its Causes list at least two candidates and a check (or, for a
+        curated case, its Verify section) separates them; a light entry records one cause, so without
+        a check it is no family. Structural: whether the checks really discriminate is the reviewer's call.
+        """
+        if FAMILY_TAGS & {t.lower() for t in self.tags}:
+            return True
+        return len(_LIST_ITEM_RE.findall(self.section("Causes"))) >= 2 and bool(self.checks or (self.kind == "curated" and self.section("Verify").strip()))
 
     def check(self, name: str) -> Check | None:
         return next((c for c in self.checks if c.name == name), None)

@@ -16,7 +16,7 @@ from .regex_analysis import required_literal
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
-DOC_VERSION = 5  # 3: regex_required; 4: `unedited`; 5: versions and identifiers (ranking, issue 25)
+DOC_VERSION = 6  # 3: regex_required; 4: `unedited`; 5: versions and identifiers (ranking, issue 25); 6: family
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
@@ -37,6 +37,7 @@ class _CaseDocBase(TypedDict):
     versions: str  # the `versions` front matter ("" when none), parsed by kb.search_versions
     idents: list[str]  # code identifiers and config keys the case names (kb.search_rerank)
     unedited: bool  # a draft whose Causes/Fix still say TODO: never answered "high" (kb.draft_quality)
+    family: bool  # several candidate causes (Case.is_family): knows the message, not which cause; never "high"
 
 
 class CaseDoc(_CaseDocBase, total=False):
@@ -159,6 +160,7 @@ def build_doc(case: Case) -> CaseDoc:
         kind=case.kind,
         regex_required={s: required_literal(s[len(REGEX_PREFIX):].strip()) for s in case.signatures if s.startswith(REGEX_PREFIX)},
         unedited=is_unedited(case),
+        family=case.is_family,
         versions=str(case.versions or ""),
         idents=identifiers(lexical),
     )

@@ -22,7 +22,6 @@ how many got a "high" answer, which they never should.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,18 +97,9 @@ def _loaded(q: EvalQuery, known: set[str]) -> bool:
     return bool(q.expected) and all(e in known for e in q.expected)
 
 
-_LIST_ITEM_RE = re.compile(r"^(?:\d+[.)]|[-*]) ", re.M)
-
-
 def family_ids(cases: Iterable[Case]) -> set[str]:
-    """Entries built for a message with several causes: tagged `family`/`triage`, or `## Causes` lists at least two
-    candidates and a check lets the user tell them apart (or, for a curated case, its
-    `## Verify`; a light entry records one root cause, so without a check it is no family).
-    Structural: it does not judge whether the checks really discriminate (the second reader does)."""
-    tagged = {c.id for c in cases if {"family", "triage"} & {t.lower() for t in c.tags}}  # marked in front matter
-    return tagged | {c.id for c in cases
-                     if len(_LIST_ITEM_RE.findall(c.section("Causes"))) >= 2
-                     and (c.checks or (c.kind == "curated" and c.section("Verify").strip()))}
+    """Ids of the family entries (kb.casefile.Case.is_family): several candidate causes and what tells them apart."""
+    return {c.id for c in cases if c.is_family}
 
 
 def _cause_block(queries: list[EvalQuery], answers: list[Answer], known: set[str], families: set[str]) -> dict[str, Any]:

@@ -26,13 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from .casefile import FAMILY_TAGS
 from .documents import CaseDoc, identifiers
 from .search_versions import Range, VersionJudgement, entry_ranges
 
 RANK_PATH = Path(__file__).with_name("rank.json")
 CANDIDATES = 10  # cases re-ranked per query (the rest keep their fused score)
 IDENT_MAX_CASES = 3  # an identifier named by more cases than this does not tell them apart
-FAMILY_TAGS = frozenset({"family", "triage"})
 
 RANK_FEATURES = (
     "fused",  # the fused score (its weight sets the scale of the adjustment)
