@@ -29,7 +29,7 @@ NCCL = "unhandled system error (run with NCCL_DEBUG=INFO for details)"
 def terminal(engine, shared_index_dir, tmp_path):
     opened: list[Terminal] = []
 
-    def start(cols: int, rows: int, *args: str) -> Terminal:
+    def start(cols: int, rows: int, *args: str, env: dict[str, str] | None = None) -> Terminal:
         index_dir = shared_index_dir
         if "--cases" in args:
             # an extra folder changes what the index holds: a copy, or every other test's
@@ -37,7 +37,7 @@ def terminal(engine, shared_index_dir, tmp_path):
             index_dir = tmp_path / "index"
             if not index_dir.exists():
                 shutil.copytree(shared_index_dir, index_dir, ignore=shutil.ignore_patterns(".lock"))
-        term = Terminal(cols, rows, index_dir, *args)
+        term = Terminal(cols, rows, index_dir, *args, env=env)
         opened.append(term)
         # the status line's "245 cases": the index is open (the welcome text says "cases" too)
         term.wait_for(lambda s: "Paste an error" in s and re.search(r"\d+ cases", s) is not None, "the app's first screen")
@@ -107,6 +107,60 @@ def test_quitting_while_a_check_runs_kills_it_and_exits_promptly(terminal, write
         if time.monotonic() > end:
             pytest.fail(f"the check's process {pid} outlived the app")
         time.sleep(0.05)
+
+
+def ask_and_wait(term: Terminal, text: str = NCCL) -> str:
+    term.paste(text)
+    term.send("\r")
+    return term.wait_for(lambda s: "nccl-unhandled-system-error" in s, "the answer")
+
+
+@pytest.mark.parametrize("keys", ["nn", "yy", "y only on two nodes"])
+def test_keys_typed_fast_into_the_new_conversation_dialog_do_not_crash(terminal, keys) -> None:
+    """ctrl+n, then `nn`/`yy` or the next question at once: the dialog answers once, the rest is typed
+    into the prompt; the app lives on (a second dismiss popped the chat: ScreenStackError, exit 1)."""
+    term = terminal(80, 24)
+    ask_and_wait(term)
+    term.send("\x0e")  # ctrl+n
+    term.wait_for(lambda s: "Start a new conversation?" in s, "the new-conversation dialog")
+    term.send(keys)
+    rest = keys[1:]
+    screen = term.wait_for(lambda s: "Start a new conversation?" not in s and rest in s, "the dialog to close, the rest typed")
+    term.pump(1.0)
+    assert term.child.isalive(), term.text()
+    screen = term.text()
+    assert "internal error" not in screen and "Traceback" not in screen
+    if keys.startswith("y"):
+        assert "New conversation: the next message starts a fresh search." in screen
+    else:
+        assert "nccl-unhandled-system-error" in screen  # kept
+    term.send("\x7f" * len(rest) + "ECC error\r")  # the app still answers
+    term.wait_for(lambda s: "ECC error" in s and "searching" not in s, "an answer after the dialog")
+
+
+def test_an_unexpected_exception_takes_kbs_crash_path(terminal, tmp_path) -> None:
+    """A bug anywhere in the app: one line naming the crash log, the conversation saved, exit 3
+    (not Textual's traceback over the terminal, exit 1, everything lost). The bug is injected
+    into the real binary by a sitecustomize module on PYTHONPATH."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(
+        "def _boom(self):\n    raise RuntimeError('injected by the test')\n"
+        "import tui.screens.chat as _chat\n_chat.ChatScreen.action_export = _boom\n"
+    )
+    data = tmp_path / "data"
+    term = terminal(160, 45, env={"PYTHONPATH": str(inject), "KB_DATA_DIR": str(data)})
+    ask_and_wait(term)
+    term.send("\x13")  # ctrl+s: export, which the injected bug breaks
+    assert term.exit_status() == 3
+    screen = term.text()
+    assert "kb: internal error: RuntimeError: injected by the test" in screen, screen
+    assert "Traceback" not in screen
+    logs = list((data / "crashes").glob("crash-*.log"))
+    kept = list((data / "crashes").glob("kb-incident-*.md"))
+    assert len(logs) == 1 and "injected by the test" in logs[0].read_text()
+    assert len(kept) == 1 and NCCL in kept[0].read_text()
+    assert "the conversation is saved in" in screen.replace("\n", "")
 
 
 def alive(pid: int) -> bool:

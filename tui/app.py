@@ -25,9 +25,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
 
+from kb.errors import EXIT_CRASH
 from kb.safe_text import visible
 
-from .conversation import CheckRecord
+from .conversation import CheckRecord, Conversation
 from .messages import CheckFinished, ChecksIdle, DenseLoaded, EngineFailed, EngineReady
 from .palette import CaseCommands
 from .screens.chat import ChatScreen
@@ -97,6 +98,23 @@ class KbApp(App[int]):
         self._busy: dict[str, str] = {}
         self._spin = 0
         self._spin_timer: Timer | None = None
+        self.crash: Exception | None = None  # an unexpected exception: run_app takes kb's crash path
+        self.crashed_conversation: Conversation | None = None
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual's hook for an exception no handler caught: it would print a Rich traceback over the
+        # terminal and exit 1, the conversation lost. kb's crash path instead (run_app: one line, a crash
+        # log, the conversation kept, exit 3). Pilot still re-raises `_exception` in tests.
+        if self.crash is None:
+            self.crash = error
+            # the screens are gone once the app has closed: hold on to the conversation now
+            chat = next((s for s in self.screen_stack if isinstance(s, ChatScreen)), None)
+            self.crashed_conversation = chat.conv if chat is not None else None
+        if self._exception is None:
+            self._exception = error
+            self._exception_event.set()
+        self._return_code = EXIT_CRASH
+        self._close_messages_no_wait()
 
     def get_default_screen(self) -> Screen:
         return ChatScreen()
@@ -364,6 +382,35 @@ class KbApp(App[int]):
             yield SystemCommand("Copy fix", "Copy the case's Fix section (f)", screen.action_copy_fix)
 
 
+def keep_conversation(app: KbApp) -> Path | None:
+    """After a crash: the conversation as an incident report in `<data dir>/crashes/`, so nothing
+    pasted or answered is lost; None when there was nothing to keep or it could not be written."""
+    from kb.paths import data_dir
+
+    from .report import write_report
+
+    conv = app.crashed_conversation
+    if conv is None or conv.empty:
+        return None
+    try:
+        return write_report(conv, data_dir() / "crashes")
+    except Exception:  # the state that crashed the app may not render either; the crash log still says why
+        return None
+
+
+def report_crash(app: KbApp, exc: Exception) -> int:
+    """kb's crash path for the app: the crash log (kb.crash), the conversation kept, one line on stderr."""
+    from kb.crash import write_crash_log
+
+    log = write_crash_log(exc)
+    kept = keep_conversation(app)
+    line = f"kb: internal error: {type(exc).__name__}: {exc} (details: {log})"
+    if kept is not None:
+        line += f"; the conversation is saved in {kept}"
+    print(visible(line), file=sys.stderr)
+    return EXIT_CRASH
+
+
 def run_app(args: argparse.Namespace) -> int:
     """Run the app with the options `kb` parsed (kb/cli.py owns the one parser).
 
@@ -377,7 +424,9 @@ def run_app(args: argparse.Namespace) -> int:
     """
     app = KbApp(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, python=args.python, dense=not args.no_dense)
     result = app.run()
-    code = app.return_code or int(result or 0)  # 1 when the app crashed (Textual printed why)
+    code = app.return_code or int(result or 0)
+    if app.crash is not None:
+        code = report_crash(app, app.crash)
     app.stop_checks(timeout=15.0)
     if app.writing.acquire(timeout=15.0):  # a new case's draft being written is finished, not cut
         app.writing.release()
