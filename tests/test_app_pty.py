@@ -163,6 +163,42 @@ def test_an_unexpected_exception_takes_kbs_crash_path(terminal, tmp_path) -> Non
     assert "the conversation is saved in" in screen.replace("\n", "")
 
 
+def test_a_whole_log_pasted_with_cr_line_ends_gets_the_answer_of_the_same_log_with_lf(terminal, engine) -> None:
+    """An ~80 KB log (kept aside as an attachment) pasted as terminals send it, CR line ends: the CUDA OOM,
+    as for the same log with LF; it was read as one line, its last (Hydra's HYDRA_FULL_ERROR hint)."""
+    from test_paste_text import whole_log
+
+    from kb.logsearch import search_text
+
+    log = whole_log()
+    assert len(log) > 64 * 1024
+    lf_top = search_text(engine, log, use=("signature", "lexical")).results[0].id
+    assert lf_top == "cuda-oom-training"
+    term = terminal(160, 45)
+    term.paste(log)  # every line end sent as CR
+    term.wait_for(lambda s: re.search(r"\[pasted [\d.]+ KB, \d+ lines #1\]", s) is not None, "the paste's placeholder")
+    term.send("\r")
+    screen = term.wait_for(lambda s: "kb searched for" in s and "searching" not in s, "the answer", timeout=90)
+    assert "CUDA out of memory" in screen  # the OOM line was read, not only the last line
+    assert lf_top in screen and "hydra-key-not-in-struct" not in screen, screen
+
+
+def test_a_typed_path_to_a_log_is_read_as_that_file(terminal, tmp_path) -> None:
+    """The welcome offers "a path to a log file": typed (not pasted) it is read as the file, and the answer says so."""
+    from test_paste_text import whole_log
+
+    log = tmp_path / "run.log"
+    log.write_text(whole_log(8_000))
+    term = terminal(160, 45)
+    term.send(str(log))
+    term.wait_for(lambda s: str(log) in s, "the typed path")
+    term.send("\r")
+    screen = term.wait_for(lambda s: "kb searched for" in s and "searching" not in s, "the answer", timeout=90)
+    assert "No known case matches" not in screen
+    assert "cuda-oom-training" in screen, screen
+    assert f"read {log} as a log file" in screen
+
+
 def alive(pid: int) -> bool:
     """Running (a zombie waiting for a reaper counts as gone)."""
     try:

@@ -28,12 +28,21 @@ def read_log_arg(name: str | Path) -> str:
 
 
 def read_query(words: list[str], file: Path | None) -> tuple[str, bool]:
-    """The query text, and whether a person typed it (False for --file and standard input: a log's
-    opening lines are the program's, not the user's words)."""
+    """The query text, and whether a person typed it (False for --file, standard input and a query
+    that is the path of an existing file, read as that file: a log's opening lines are the
+    program's, not the user's words)."""
     if file is not None:
         return read_log_arg(file), False
     if words == ["-"] or (not words and not sys.stdin.isatty()):
         return read_log_arg("-"), False
     if not words:
         raise UsageError("give the error text, '-' to read standard input, or --file LOG")
-    return " ".join(words), True
+    from ..paste_text import named_file, normalise_line_endings
+
+    text = " ".join(words)
+    path = named_file(text)
+    if path is not None:
+        # `kb search PATH`: the file, not the words of its path (searched as words it declined)
+        print(f"kb: reading {path} as a log file (the query is the path of an existing file; same as --file {path})", file=sys.stderr)
+        return read_log_arg(path), False
+    return normalise_line_endings(text), True  # a quoted paste keeps the terminal's CR line ends

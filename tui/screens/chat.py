@@ -121,6 +121,9 @@ class ChatScreen(Screen[None]):
         turn = self.conv.turns[idx]
         # a message that opens with an attached log file has no words of the user's above the log
         turn.typed = not any(att.path is not None and text.lstrip().startswith(token) for token, att in attachments.items())
+        lone = attachments.get(text.strip())
+        if lone is not None and lone.path is not None:
+            turn.read_file = lone.path  # the answer says so (on_search_done)
         # Fill in big pastes and log files here, off the UI thread (a file may be 100s of MB).
         for token, att in attachments.items():
             try:
@@ -227,6 +230,10 @@ class ChatScreen(Screen[None]):
         turn = self.conv.turns[event.turn]
         if turn.cancelled:
             return
+        if turn.read_file is not None:
+            note = f"read {turn.read_file} as a log file: the message was the path of an existing file"
+            if note not in event.answer.notes:
+                event.answer.notes.insert(0, note)
         turn.answer = event.answer
         self.kb.busy("search", "searching" if self.searching else None)
         transcript = self.query_one(Transcript)
