@@ -199,6 +199,41 @@ def test_a_typed_path_to_a_log_is_read_as_that_file(terminal, tmp_path) -> None:
     assert f"read {log} as a log file" in screen
 
 
+def test_at_80x24_the_case_view_scrolls_by_keyboard(terminal) -> None:
+    """PageDown scrolls the case's body (the Fix section needed the mouse at 80x24); Tab moves to the body,
+    where Down scrolls it (focus stayed on the checks list)."""
+    term = terminal(80, 24)
+    term.send("/open cuda-oom-training\r")
+    first = term.wait_for(lambda s: "Checks (" in s and "Symptoms" in s, "the case view with its body")
+    assert "Fix" not in first.split("Checks (")[1]
+    for _ in range(12):
+        term.send("\x1b[6~")  # PageDown
+        term.pump(0.4)
+        if re.search(r"^ Fix\b", term.text(), re.M):
+            break
+    else:
+        raise AssertionError(f"PageDown never reached the Fix section:\n{term.text()}")
+    term.send("\x1b[5~" * 30)  # PageUp, back to the top
+    top = term.wait_for(lambda s: "Symptoms" in s, "the top of the body")
+    term.send("\t")  # to the body
+    term.pump(0.3)
+    term.send("\x1b[B" * 4)  # Down scrolls the body, not the checks' highlight
+    term.wait_for(lambda s: s.splitlines()[5] != top.splitlines()[5], "Down to scroll the body", timeout=10)
+
+
+def test_at_80x24_wrapped_check_output_keeps_the_ends_of_lines(terminal, write_case) -> None:
+    """The side pane is about 30 cells wide at 80x24: a long output line wraps whole (RichLog rendered it 78 wide and cut it)."""
+    folder = write_case("kbtest-long-line", [("bash {name=long timeout=10}",
+                                              'echo "the check looked at every device of this node and it says at the end ENDMARK42"')])
+    term = terminal(80, 24, "--cases", str(folder))
+    term.send("/open kbtest-long-line\r")
+    term.wait_for(lambda s: "Checks (1)" in s, "the case view")
+    term.send("r")
+    term.wait_for(lambda s: "Run once (y)" in s, "the run dialog")
+    term.send("y")
+    term.wait_for(lambda s: "ENDMARK42" in s, "the end of the output line", timeout=30)
+
+
 def alive(pid: int) -> bool:
     """Running (a zombie waiting for a reaper counts as gone)."""
     try:
