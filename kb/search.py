@@ -341,7 +341,8 @@ class Engine:
         signals = raw.signals
         fused, parts = fuse(raw, w)
         self._demote_harmless(raw, fused)  # calibration (issue 13)
-        order = np.argsort(-fused, kind="stable")[:k]
+        ranking = np.argsort(-fused, kind="stable")
+        order = ranking[:k]
         results: list[Result] = []
         for i in order:
             if fused[i] <= 0:
@@ -351,7 +352,8 @@ class Engine:
         abstained = abstain and top < w.abstain_below
         # --- calibration (issue 13): other stacks are declined, the top answer's confidence is fitted
         stack = detect_stack(text)
-        features = self._features(raw, fused, parts, order, stack) if results else None
+        # the top case's margin over the next one whatever k is: `-k 1` gave another confidence than `-k 2`
+        features = self._features(raw, fused, parts, ranking[:2], stack) if results else None
         model = self.model()
         # The model was fitted with all three scorers; without the dense one its inputs are off
         # the fitted range, so the score bands stay (a broad signature alone still cannot give high).

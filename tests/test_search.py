@@ -128,3 +128,11 @@ def test_searched_for_is_one_line_per_entry(engine) -> None:
     # a paste without error lines falls back to its text: still one line per entry
     answer = engine.search("training hangs\nafter the first step\nGPU util 0")
     assert answer.searched_for and all("\n" not in line for line in answer.searched_for)
+
+
+def test_k_does_not_change_the_top_answers_confidence(engine) -> None:
+    """`kb search -k 1` gave another confidence than `-k 2` (issue 26): the margin over the second case was
+    read from the k results, so with one result it was the whole score."""
+    for query in ("Key 'foo' is not in struct", "NCCL timeout", "checkpoint save fails"):
+        tops = [engine.search(query, k=k).results[0] for k in (1, 2, 5)]
+        assert len({(r.id, r.confidence, r.p_right) for r in tops}) == 1, (query, [(r.confidence, r.p_right) for r in tops])

@@ -62,7 +62,7 @@ class KbApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses in other folders keep it
     TITLE = "kb"
     BINDINGS = [
-        Binding("f1", "help", "Help"),
+        Binding("f1", "help", "Help", tooltip="Help: every key"),
         Binding("question_mark", "help", "Help", show=False),
     ]
 

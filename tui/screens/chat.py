@@ -34,14 +34,19 @@ WELCOME = (
 
 
 class ChatScreen(Screen[None]):
+    # Footer words are short so that at 80 columns F1 and ^s still show; the help screen shows the tooltip.
     BINDINGS = [
-        Binding("escape", "cancel_search", "Cancel search"),
+        Binding("escape", "cancel_search", "Cancel", tooltip="Cancel the search in progress"),
         Binding("escape", "focus_prompt", "Back to the prompt", show=False),
-        Binding("ctrl+n", "new_conversation", "New chat"),
-        Binding("ctrl+o", "open_top", "Open top case"),
-        Binding("ctrl+r", "new_case", "New case from paste"),
-        Binding("ctrl+s", "export", "Export report"),
+        Binding("ctrl+n", "new_conversation", "New chat", tooltip="New conversation"),
+        Binding("ctrl+o", "open_top", "Open top", tooltip="Open the top case of the latest answer"),
+        Binding("ctrl+r", "new_case", "New case", tooltip="New case from the paste"),
+        Binding("ctrl+s", "export", "Export", tooltip="Export the conversation as a report"),
         Binding("tab", "focus_cards", "Cards", show=False),
+        # priority: the prompt (a TextArea, focused while typing) would take them to move its cursor
+        Binding("pageup", "scroll_chat(-1)", "Scroll the chat up", show=False, priority=True, tooltip="Scroll the chat up a page"),
+        Binding("pagedown", "scroll_chat(1)", "Scroll the chat down", show=False, priority=True, tooltip="Scroll the chat down a page"),
+        Binding("ctrl+end", "scroll_chat(0)", "Chat: latest", show=False, priority=True, tooltip="Scroll the chat to the latest message"),
     ]
 
     def __init__(self) -> None:
@@ -288,6 +293,16 @@ class ChatScreen(Screen[None]):
         if action == "focus_prompt":
             return not self.searching
         return True
+
+    def action_scroll_chat(self, step: int) -> None:
+        """PageUp / PageDown (and ctrl+end: to the latest) scroll the transcript from the prompt."""
+        transcript = self.query_one(Transcript)
+        if step < 0:
+            transcript.scroll_page_up(animate=False)
+        elif step > 0:
+            transcript.scroll_page_down(animate=False)
+        else:
+            transcript.scroll_end(animate=False)
 
     def action_focus_prompt(self) -> None:
         self.query_one(PromptArea).focus()

@@ -38,7 +38,8 @@ def _rows(bindings: list[Binding | tuple[str, ...]]) -> list[tuple[str, str]]:
     rows = []
     for b in bindings:
         if isinstance(b, Binding) and b.description:
-            rows.append((", ".join(key_label(k.strip()) for k in b.key.split(",")), b.description))
+            # the tooltip is the longer wording, where the footer's must stay short
+            rows.append((", ".join(key_label(k.strip()) for k in b.key.split(",")), b.tooltip or b.description))
     return rows
 
 
