@@ -100,6 +100,7 @@ class KbApp(App[int]):
         self._spin_timer: Timer | None = None
         self.crash: Exception | None = None  # an unexpected exception: run_app takes kb's crash path
         self.crashed_conversation: Conversation | None = None
+        self.drafted: dict[str, Path] = {}  # cases drafted with ctrl+r this session: id -> file (re-read on open)
 
     def _handle_exception(self, error: Exception) -> None:
         # Textual's hook for an exception no handler caught: it would print a Rich traceback over the
@@ -260,6 +261,12 @@ class KbApp(App[int]):
     # ------------------------------------------------------------ cases and checks
 
     def find_case(self, case_id: str):
+        if case_id in self.drafted:  # drafted this session: read as it is now (the user may be editing it)
+            from kb.casefile import parse_case_file
+
+            drafted, _ = parse_case_file(self.drafted[case_id])
+            if drafted is not None:
+                return drafted
         if self.caseset is not None:
             case = self.caseset.get(case_id)
             if case is not None:
@@ -339,7 +346,22 @@ class KbApp(App[int]):
         with self.writing:  # quitting waits for the draft to be written (run_app ends the process hard)
             outcome = start_new_case(text, self.engine)
         self.last_new_case = outcome
-        self.call_from_thread(self.notify, outcome.message, timeout=15)
+        drafted_id = ""
+        if outcome.draft_path is not None:
+            from kb.casefile import parse_case_file
+
+            case, _ = parse_case_file(outcome.draft_path)
+            drafted_id = case.id if case is not None else ""
+        self.call_from_thread(self._new_case_done, outcome.message, outcome.draft_path, drafted_id)
+
+    def _new_case_done(self, message: str, draft: Path | None, case_id: str) -> None:
+        """The outcome in the transcript (a toast goes away with the path in it); a drafted case opens
+        with `/open ID` at once, before the index knows it."""
+        if draft is not None and case_id:
+            self.drafted[case_id] = draft
+            message += f" /open {case_id} shows it now."
+        self.chat.add_note(message)
+        self.notify(message, timeout=15)
 
     def action_help(self) -> None:
         from .screens.case import CaseScreen
@@ -370,6 +392,8 @@ class KbApp(App[int]):
         yield SystemCommand("Open top case", "Open the first case of the latest answer (ctrl+o)", chat.action_open_top)
         yield SystemCommand("New case from paste", "Start a new case from the last message (ctrl+r)", chat.action_new_case)
         yield SystemCommand("Cancel search", "Stop the search in progress (Esc)", chat.action_cancel_search)
+        yield SystemCommand("Baseline", "Which good run is attached; attach one with /baseline PATH, drop it with /baseline off "
+                            "(the latest message is searched again)", lambda: chat.set_baseline(""))
         yield SystemCommand("Help: keys", "Every key of the app (F1)", self.action_help)
         yield SystemCommand("Cluster report", "Show a saved `kb doctor --ray ADDRESS --json` file", self.open_cluster_report)
         case_module = sys.modules.get("tui.screens.case")  # a case screen exists only once its module is loaded

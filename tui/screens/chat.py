@@ -125,7 +125,9 @@ class ChatScreen(Screen[None]):
         worker = get_current_worker()
         turn = self.conv.turns[idx]
         # a message that opens with an attached log file has no words of the user's above the log
-        turn.typed = not any(att.path is not None and text.lstrip().startswith(token) for token, att in attachments.items())
+        # (a re-run passes no attachments: the turn keeps what its first search found)
+        if attachments:
+            turn.typed = not any(att.path is not None and text.lstrip().startswith(token) for token, att in attachments.items())
         lone = attachments.get(text.strip())
         if lone is not None and lone.path is not None:
             turn.read_file = lone.path  # the answer says so (on_search_done)
@@ -200,6 +202,7 @@ class ChatScreen(Screen[None]):
             self.conv.baseline = None
             transcript.add_info("Baseline dropped: searches use the whole log again.", classes="info")
             self.kb.refresh_status()
+            self.rerun_latest("baseline dropped")
             return
         path = Path(os.path.expanduser(arg.strip("'\"")))
         if not path.is_file():
@@ -213,6 +216,24 @@ class ChatScreen(Screen[None]):
         transcript.add_info(visible(f"Baseline: {self.conv.baseline}. Lines this good run also printed are set aside in every "
                                     "search of this conversation (as kb search --baseline); /baseline off drops it."), classes="info")
         self.kb.refresh_status()
+        self.rerun_latest(f"with baseline {path.name}")
+
+    def rerun_latest(self, why: str) -> None:
+        """/baseline on or off: the latest answered message is searched again, in place, with the
+        conversation's baseline now (the answer on screen was made without it)."""
+        if self.searching:
+            return  # the search in progress read the baseline as it was; the next message uses the new one
+        idx = next((i for i in range(len(self.conv.turns) - 1, -1, -1) if self.conv.turns[i].answer is not None), None)
+        if idx is None:
+            return
+        turn = self.conv.turns[idx]
+        view = self.query_one(Transcript).answer_view(idx)
+        if not turn.text or view is None:
+            return
+        turn.answer, turn.baseline = None, self.conv.baseline
+        view.show_searching(why)
+        self._search(idx, turn.text, {}, turn.context)
+        self._searching_changed()
 
     def rerank_latest(self) -> None:
         """The dense model just arrived: merge its results into the latest answer that lacked them."""
@@ -399,6 +420,10 @@ class ChatScreen(Screen[None]):
             self.notify("Paste the log first; then ctrl+r starts a new case from it.", severity="warning")
             return
         self.kb.start_new_case(turn.text)
+
+    def add_note(self, text: str) -> None:
+        """A line from the app into the transcript (a new case's path: a toast goes away with it)."""
+        self.query_one(Transcript).add_info(visible(text), classes="info")
 
     def add_check(self, case_title: str, result) -> None:
         self.query_one(Transcript).add_check(case_title, result)

@@ -20,6 +20,9 @@ PROMPT_KEYS = [
     ("/new", "start a new conversation"),
     ("/open ID", "open a case by id"),
     ("/export", "save the conversation as a Markdown report"),
+    ("/baseline PATH", "a good run of the same job: its lines are set aside; the latest message is searched again"),
+    ("/baseline, /baseline off", "say which baseline is attached; drop it (and search again)"),
+    ("pageup / pagedown", "scroll the chat (^end: to the latest)"),
     ("/help, /quit", "this screen; leave"),
 ]
 

@@ -91,6 +91,10 @@ class AnswerView(Vertical):
             widgets.append(Static(Text("\n".join(visible(n) for n in notes), style="dim italic"), classes="notes"))
         self.mount_all(widgets)
 
+    def show_searching(self, why: str) -> None:
+        self.remove_children()
+        self.mount(Static(Text(f"searching again… ({why})", style="italic"), classes="pending"))
+
     def show_error(self, text: str) -> None:
         self.remove_children()
         self.mount(Static(Text(text, style="bold red"), classes="error"))
