@@ -359,6 +359,12 @@ class Engine:
         # the fitted range, so the score bands stay (a broad signature alone still cannot give high).
         if results and features is not None and (model is None or raw.cos is None) and features.sig_weak_only and results[0].confidence == "high":
             results[0].confidence = "medium"
+        if results and (model is None or raw.cos is None) and not signals.error_lines:
+            # Score bands without the fitted model (no dense scorer: the app's first seconds, --no-dense):
+            # shared words alone in a text with no error line (healthy step metrics) are not "medium".
+            for r in results:
+                if r.confidence != "low" and not raw.hits.get(r.id):
+                    r.confidence = "low"
         if results and features is not None and model is not None and raw.cos is not None:
             level, p = model.level(features)
             results[0].confidence, results[0].p_right = level, p
