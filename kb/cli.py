@@ -96,6 +96,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 
 def open_app(args: argparse.Namespace) -> int:
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        # Without a terminal the app drew escape codes into a pipe or file and waited for keys forever.
+        print("kb: the app needs a terminal (standard input and output are not one); use `kb search TEXT`, "
+              "`kb search -` to read standard input, `kb search --file LOG`, or `kb --help`", file=sys.stderr)
+        return EXIT_USAGE
     try:
         from tui.app import run_app
     except ModuleNotFoundError as exc:

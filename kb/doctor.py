@@ -176,6 +176,16 @@ def format_report(report: DoctorReport, lines_per_case: int = 6) -> str:
             out.append(visible(f"  [?] {r.case} / {r.name}: {r.reason}") + f"  ({report.origins.get(r.case, '?')})")
         for c in pin_possible:
             out.append(visible(f"  [?] {c.entry} / {PIN_CHECK}: {c.describe(verl or '?')}"))
+    skipped = report.by_verdict(SKIPPED)
+    if skipped:
+        # why, as --json has it: "20 skipped" alone did not say that this node has no GPU
+        out.append(f"Skipped ({len(skipped)}):")
+        by_reason: dict[str, list[str]] = {}
+        for r in skipped:
+            by_reason.setdefault(r.reason or "no reason given", []).append(f"{r.case} / {r.name}")
+        for reason, names in sorted(by_reason.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            shown = ", ".join(names[:3]) + (f", and {len(names) - 3} more" if len(names) > 3 else "")
+            out.append(visible(f"  [-] {reason} ({len(names)}): {shown}"))
     if report.not_trusted:
         out.append(f"Not run: folder not trusted ({len(report.not_trusted)}):")
         commands: list[str] = []

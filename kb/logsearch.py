@@ -298,7 +298,7 @@ def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tupl
         doc = docs.get(r.id)
         if doc is not None and contradicts(analysis.stage, dict(doc)):
             r.score *= STAGE_DEMOTION
-            r.confidence = "low"
+            r.confidence, r.p_right = "low", None  # the fitted chance was for the undemoted case
             r.evidence.insert(0, Evidence.stage_demotion(analysis.stage.label()))
             demoted.append(r.id)
     answer.results.sort(key=lambda r: (r.id in demoted, -r.score))

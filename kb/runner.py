@@ -203,6 +203,13 @@ def _python_first_on_path(env: dict[str, str], workdir: Path, python: str) -> No
     env["KB_PYTHON"] = python
 
 
+def last_words(output: str, limit: int = 160) -> str:
+    """": <the output's last line>" for an inconclusive verdict: the check's own words say why ("nvidia-smi
+    returned no GPU", the exception), where "exit status 2" alone did not; "" when it printed nothing."""
+    last = next((ln.strip() for ln in reversed(output.splitlines()) if ln.strip()), "")
+    return f": {last[:limit]}{'…' if len(last) > limit else ''}" if last else ""
+
+
 def verdict_for(returncode: int, lang: str = "bash") -> tuple[str, str]:
     """The documented mapping: 0 ruled out, 1 confirmed, anything else inconclusive."""
     if returncode == 0:
@@ -521,6 +528,8 @@ def _execute(
         else:
             exit_code = proc.returncode
             verdict, why = verdict_for(exit_code, check.lang)
+            if verdict == INCONCLUSIVE:
+                why += last_words(output)
         return CheckResult(verdict=verdict, exit_code=exit_code, duration_s=duration, output=output, reason=why, **base)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

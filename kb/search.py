@@ -377,7 +377,8 @@ class Engine:
         fused = rerank_order(fused, cands, self.rank_model() if cands else None)
         by_row = {c.row: c for c in cands}
         # --- end ranking
-        order = np.argsort(-fused, kind="stable")[:k]
+        ranking = np.argsort(-fused, kind="stable")
+        order = ranking[:k]
         results: list[Result] = []
         for i in order:
             if fused[i] <= 0:
@@ -389,12 +390,19 @@ class Engine:
         abstained = abstain and top < w.abstain_below
         # --- calibration (issue 13): other stacks are declined, the top answer's confidence is fitted
         stack = detect_stack(text)
-        features = self._features(raw, fused, parts, order, stack, by_row) if results else None
+        # the top case's margin over the next one whatever k is: `-k 1` gave another confidence than `-k 2`
+        features = self._features(raw, fused, parts, ranking[:2], stack, by_row) if results else None
         model = self.model()
         # The model was fitted with all three scorers; without the dense one its inputs are off
         # the fitted range, so the score bands stay (a broad signature alone still cannot give high).
         if results and features is not None and (model is None or raw.cos is None) and features.sig_weak_only and results[0].confidence == "high":
             results[0].confidence = "medium"
+        if results and (model is None or raw.cos is None) and not signals.error_lines:
+            # Score bands without the fitted model (no dense scorer: the app's first seconds, --no-dense):
+            # shared words alone in a text with no error line (healthy step metrics) are not "medium".
+            for r in results:
+                if r.confidence != "low" and not raw.hits.get(r.id):
+                    r.confidence = "low"
         if results and features is not None and model is not None and raw.cos is not None:
             level, p = model.level(features)
             results[0].confidence, results[0].p_right = level, p

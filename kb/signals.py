@@ -119,8 +119,10 @@ class Signals:
 
 
 def decode_bytes(data: bytes) -> str:
-    """Bytes of a log to text without failing: invalid UTF-8 is replaced, NULs dropped."""
-    return data.decode("utf-8", errors="replace").replace("\x00", "")
+    """Bytes of a log to text without failing: invalid UTF-8 is replaced, NULs dropped, line ends made LF."""
+    from .paste_text import normalise_line_endings
+
+    return normalise_line_endings(data.decode("utf-8", errors="replace").replace("\x00", ""))
 
 
 def read_log(source: str | os.PathLike[str] | BinaryIO) -> str:

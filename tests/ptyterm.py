@@ -24,10 +24,11 @@ def kb_command() -> list[str]:
 class Terminal:
     """kb in a pty, its screen rendered by pyte."""
 
-    def __init__(self, cols: int, rows: int, index_dir: Path | None, *args: str, dense: bool = False) -> None:
+    def __init__(self, cols: int, rows: int, index_dir: Path | None, *args: str, dense: bool = False,
+                 env: dict[str, str] | None = None) -> None:
         self.screen = pyte.Screen(cols, rows)
         self.stream = pyte.ByteStream(self.screen)
-        env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor")
+        env = dict(os.environ, TERM="xterm-256color", COLORTERM="truecolor", **(env or {}))
         if index_dir is not None:
             env["KB_INDEX_DIR"] = str(index_dir)
         cmd = [*kb_command(), *(() if dense else ("--no-dense",)), *args]
@@ -59,8 +60,18 @@ class Terminal:
         self.child.send(data)
 
     def paste(self, text: str) -> None:
-        # What a terminal sends for a paste when the app asked for bracketed paste mode.
+        # What a terminal sends for a paste when the app asked for bracketed paste mode
+        # (tmux's `paste-buffer -p` and many terminals send line ends as CR).
         self.send("\x1b[200~" + text.replace("\n", "\r") + "\x1b[201~")
+
+    def exit_status(self, timeout: float = 30.0) -> int | None:
+        """Wait for kb to end (its last output read into the screen); its exit status."""
+        end = time.monotonic() + timeout
+        while self.child.isalive() and time.monotonic() < end:
+            self.pump(0.1)
+        self.pump(0.2)
+        self.child.close()
+        return self.child.exitstatus
 
     def close(self) -> None:
         if self.child.isalive():

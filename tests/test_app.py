@@ -580,3 +580,57 @@ async def test_help_shows_keys_as_the_footer_does(engine: Engine) -> None:
         text = " ".join(keys)
         assert "question_mark" not in text and "escape" not in text and "ctrl+" not in text
         assert "^o" in keys and "?" in text and "esc" in text
+
+
+async def test_a_case_drafted_with_ctrl_r_is_named_in_the_transcript_and_opens_at_once(engine: Engine) -> None:
+    """ctrl+r's draft: its path stays in the transcript (a toast went away with it), and `/open ID` opens it
+    in this session (it said "No case with id" until a restart re-indexed the folder)."""
+    from textual.widgets import Static
+
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        await send(pilot, GO_PANIC)
+        await pilot.press("ctrl+r")
+        await app.workers.wait_for_complete()
+        draft = app.last_new_case.draft_path
+        assert draft is not None
+        await wait_until(pilot, lambda: any(str(draft) in str(w.render()) for w in app.chat.query(".info").results(Static)),
+                         what="the draft's path in the transcript")
+        case_id = next(i for i, p in app.drafted.items() if p == draft)
+        prompt = app.chat.query_one(PromptArea)
+        prompt.focus()
+        prompt.load_text(f"/open {case_id}")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, CaseScreen), what="the drafted case opened")
+        assert app.screen.case.id == case_id
+
+
+async def test_baseline_attached_after_an_answer_searches_the_latest_message_again(engine: Engine, tmp_path: Path) -> None:
+    """`/baseline PATH` after the answer re-runs the latest search with it, in place (it only applied to the next
+    message); `/baseline off` re-runs it without. It is in the help screen and the command palette."""
+    good = tmp_path / "good.log"
+    good.write_text("[init] rank 0/2 connecting to 127.0.0.1:40000\nstep 1/10 loss=0.5 lr=0.01\n"
+                    "train.py:66: UserWarning: Converting a tensor to a scalar may lead to unexpected behavior.\n")
+    bad = ("[init] rank 0/2 connecting to 127.0.0.1:29500\nstep 1/10 loss=0.9 lr=0.01\n"
+           "train.py:66: UserWarning: Converting a tensor to a scalar may lead to unexpected behavior.\n"
+           "[rank1]: KeyError: 'warmup_steps'\n")
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        turn = await send(pilot, bad)
+        assert turn.answer is not None and "baseline" not in turn.answer.extra
+        prompt = app.chat.query_one(PromptArea)
+        prompt.load_text(f"/baseline {good}")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: turn.answer is not None and "baseline" in turn.answer.extra, what="the search again")
+        assert turn.answer.extra["baseline"]["lines_set_aside"] == 3
+        assert len(app.chat.conv.turns) == 1  # in place, not a new message
+        assert "3 line(s) also in the good run set aside" in str(app.chat.query_one(".logsummary").render())
+        prompt.load_text("/baseline off")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: turn.answer is not None and "baseline" not in turn.answer.extra, what="the search without")
+        assert "Baseline" in [c.title for c in app.get_system_commands(app.screen)]
+        await pilot.press("f1")
+        assert isinstance(app.screen, HelpScreen)
+        assert any("/baseline PATH" in key for _, rows in app.screen.sections for key, _ in rows)

@@ -29,7 +29,7 @@ NCCL = "unhandled system error (run with NCCL_DEBUG=INFO for details)"
 def terminal(engine, shared_index_dir, tmp_path):
     opened: list[Terminal] = []
 
-    def start(cols: int, rows: int, *args: str) -> Terminal:
+    def start(cols: int, rows: int, *args: str, env: dict[str, str] | None = None) -> Terminal:
         index_dir = shared_index_dir
         if "--cases" in args:
             # an extra folder changes what the index holds: a copy, or every other test's
@@ -37,7 +37,7 @@ def terminal(engine, shared_index_dir, tmp_path):
             index_dir = tmp_path / "index"
             if not index_dir.exists():
                 shutil.copytree(shared_index_dir, index_dir, ignore=shutil.ignore_patterns(".lock"))
-        term = Terminal(cols, rows, index_dir, *args)
+        term = Terminal(cols, rows, index_dir, *args, env=env)
         opened.append(term)
         # the status line's "245 cases": the index is open (the welcome text says "cases" too)
         term.wait_for(lambda s: "Paste an error" in s and re.search(r"\d+ cases", s) is not None, "the app's first screen")
@@ -107,6 +107,141 @@ def test_quitting_while_a_check_runs_kills_it_and_exits_promptly(terminal, write
         if time.monotonic() > end:
             pytest.fail(f"the check's process {pid} outlived the app")
         time.sleep(0.05)
+
+
+def ask_and_wait(term: Terminal, text: str = NCCL) -> str:
+    term.paste(text)
+    term.send("\r")
+    return term.wait_for(lambda s: "nccl-unhandled-system-error" in s, "the answer")
+
+
+@pytest.mark.parametrize("keys", ["nn", "yy", "y only on two nodes"])
+def test_keys_typed_fast_into_the_new_conversation_dialog_do_not_crash(terminal, keys) -> None:
+    """ctrl+n, then `nn`/`yy` or the next question at once: the dialog answers once, the rest is typed
+    into the prompt; the app lives on (a second dismiss popped the chat: ScreenStackError, exit 1)."""
+    term = terminal(80, 24)
+    ask_and_wait(term)
+    term.send("\x0e")  # ctrl+n
+    term.wait_for(lambda s: "Start a new conversation?" in s, "the new-conversation dialog")
+    term.send(keys)
+    rest = keys[1:]
+    screen = term.wait_for(lambda s: "Start a new conversation?" not in s and rest in s, "the dialog to close, the rest typed")
+    term.pump(1.0)
+    assert term.child.isalive(), term.text()
+    screen = term.text()
+    assert "internal error" not in screen and "Traceback" not in screen
+    if keys.startswith("y"):
+        assert "New conversation: the next message starts a fresh search." in screen
+    else:
+        assert "nccl-unhandled-system-error" in screen  # kept
+    term.send("\x7f" * len(rest) + "ECC error\r")  # the app still answers
+    term.wait_for(lambda s: "ECC error" in s and "searching" not in s, "an answer after the dialog")
+
+
+def test_an_unexpected_exception_takes_kbs_crash_path(terminal, tmp_path) -> None:
+    """A bug anywhere in the app: one line naming the crash log, the conversation saved, exit 3
+    (not Textual's traceback over the terminal, exit 1, everything lost). The bug is injected
+    into the real binary by a sitecustomize module on PYTHONPATH."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(
+        "def _boom(self):\n    raise RuntimeError('injected by the test')\n"
+        "import tui.screens.chat as _chat\n_chat.ChatScreen.action_export = _boom\n"
+    )
+    data = tmp_path / "data"
+    term = terminal(160, 45, env={"PYTHONPATH": str(inject), "KB_DATA_DIR": str(data)})
+    ask_and_wait(term)
+    term.send("\x13")  # ctrl+s: export, which the injected bug breaks
+    assert term.exit_status() == 3
+    screen = term.text()
+    assert "kb: internal error: RuntimeError: injected by the test" in screen, screen
+    assert "Traceback" not in screen
+    logs = list((data / "crashes").glob("crash-*.log"))
+    kept = list((data / "crashes").glob("kb-incident-*.md"))
+    assert len(logs) == 1 and "injected by the test" in logs[0].read_text()
+    assert len(kept) == 1 and NCCL in kept[0].read_text()
+    assert "the conversation is saved in" in screen.replace("\n", "")
+
+
+def test_a_whole_log_pasted_with_cr_line_ends_gets_the_answer_of_the_same_log_with_lf(terminal, engine) -> None:
+    """An ~80 KB log (kept aside as an attachment) pasted as terminals send it, CR line ends: the CUDA OOM,
+    as for the same log with LF; it was read as one line, its last (Hydra's HYDRA_FULL_ERROR hint)."""
+    from test_paste_text import whole_log
+
+    from kb.logsearch import search_text
+
+    log = whole_log()
+    assert len(log) > 64 * 1024
+    lf_top = search_text(engine, log, use=("signature", "lexical")).results[0].id
+    assert lf_top == "cuda-oom-training"
+    term = terminal(160, 45)
+    term.paste(log)  # every line end sent as CR
+    term.wait_for(lambda s: re.search(r"\[pasted [\d.]+ KB, \d+ lines #1\]", s) is not None, "the paste's placeholder")
+    term.send("\r")
+    screen = term.wait_for(lambda s: "│ 1. " in s or "No known case" in s, "the answer's cards", timeout=90)
+    term.pump(0.5)
+    screen = term.text()
+    assert "CUDA out of memory" in screen  # the OOM line was read, not only the last line
+    assert lf_top in screen and "hydra-key-not-in-struct" not in screen, screen
+
+
+def test_a_typed_path_to_a_log_is_read_as_that_file(terminal, tmp_path) -> None:
+    """The welcome offers "a path to a log file": typed (not pasted) it is read as the file, and the answer says so."""
+    from test_paste_text import whole_log
+
+    log = tmp_path / "run.log"
+    log.write_text(whole_log(8_000))
+    term = terminal(160, 45)
+    term.send(str(log))
+    term.wait_for(lambda s: str(log) in s, "the typed path")
+    term.send("\r")
+    term.wait_for(lambda s: "│ 1. " in s or "No known case" in s, "the answer's cards", timeout=90)
+    term.pump(0.5)
+    screen = term.text()
+    assert "No known case matches" not in screen
+    assert "cuda-oom-training" in screen, screen
+    for _ in range(6):  # the answer's notes are below its cards: PageDown from the prompt scrolls the chat
+        if f"read {log} as a log file" in term.text():
+            break
+        term.send("\x1b[6~")
+        term.pump(0.4)
+    assert f"read {log} as a log file" in term.text(), term.text()
+
+
+def test_at_80x24_the_case_view_scrolls_by_keyboard(terminal) -> None:
+    """PageDown scrolls the case's body (the Fix section needed the mouse at 80x24); Tab moves to the body,
+    where Down scrolls it (focus stayed on the checks list)."""
+    term = terminal(80, 24)
+    term.send("/open cuda-oom-training\r")
+    top = term.wait_for(lambda s: "Checks (" in s and "Symptoms" in s, "the case view with its body")
+    assert "Fix" not in top.split("Checks (")[1]
+    term.send("\t")  # to the body
+    term.pump(0.3)
+    term.send("\x1b[B" * 4)  # Down scrolls the body, not the checks' highlight
+    def body(screen: str) -> list[str]:  # the left pane only: the checks list beside it may scroll too
+        return [line[:40] for line in screen.splitlines()[3:20]]
+
+    term.wait_for(lambda s: body(s) != body(top), "Down to scroll the body", timeout=10)
+    for _ in range(12):
+        term.send("\x1b[6~")  # PageDown
+        term.pump(0.4)
+        if re.search(r"^ Fix\b", term.text(), re.M):
+            break
+    else:
+        raise AssertionError(f"PageDown never reached the Fix section:\n{term.text()}")
+
+
+def test_at_80x24_wrapped_check_output_keeps_the_ends_of_lines(terminal, write_case) -> None:
+    """The side pane is about 30 cells wide at 80x24: a long output line wraps whole (RichLog rendered it 78 wide and cut it)."""
+    folder = write_case("kbtest-long-line", [("bash {name=long timeout=10}",
+                                              'echo "the check looked at every device of this node and it says at the end ENDMARK42"')])
+    term = terminal(80, 24, "--cases", str(folder))
+    term.send("/open kbtest-long-line\r")
+    term.wait_for(lambda s: "Checks (1)" in s, "the case view")
+    term.send("r")
+    term.wait_for(lambda s: "Run once (y)" in s, "the run dialog")
+    term.send("y")
+    term.wait_for(lambda s: "ENDMARK42" in s, "the end of the output line", timeout=30)
 
 
 def alive(pid: int) -> bool:

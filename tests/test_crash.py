@@ -69,3 +69,15 @@ def test_cli_user_errors_exit_2_in_a_subprocess(tmp_path: Path) -> None:
     bad_flag = subprocess.run([sys.executable, "-m", "kb.cli", "search", "--no-such-flag"],
                               capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
     assert bad_flag.returncode == cli.EXIT_USAGE and "Traceback" not in bad_flag.stderr
+
+
+def test_the_app_without_a_terminal_says_so_and_exits_2(tmp_path: Path) -> None:
+    """`kb` with standard input/output not a terminal (a pipe, a file, cron): one clear line and exit 2,
+    no escape codes, no waiting for keys that never come (issue 26)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for argv in ([], ["--no-dense"]):
+        done = subprocess.run([sys.executable, "-m", "kb.cli", *argv], stdin=subprocess.DEVNULL, capture_output=True,
+                              text=True, env=env, timeout=60, cwd=tmp_path)
+        assert done.returncode == cli.EXIT_USAGE
+        assert done.stdout == "" and "\x1b" not in done.stderr
+        assert done.stderr.startswith("kb: the app needs a terminal") and "kb search" in done.stderr

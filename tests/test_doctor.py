@@ -56,6 +56,10 @@ def test_doctor_runs_and_sorts(doctor_cases):
     assert text.index("Confirmed on this node (2)") < text.index("bb-confirmed") < text.index("Inconclusive (1)")
     assert text.index("Inconclusive (1)") < text.index("cc-inconclusive") < text.index("1 ruled out, 1 skipped")
     assert "evidence: the thing is broken" in text
+    # the skip's reason, as --json has it (the text said "1 skipped" only)
+    skip_reason = next(r["reason"] for r in data["results"] if r["verdict"] == "skipped")
+    assert "kb-no-such-tool" in skip_reason
+    assert f"Skipped (1):\n  [-] {skip_reason} (1): dd-skipped / needs-gpu-tool" in text
     assert len(read_history()) == 5  # doctor runs are recorded too
 
 

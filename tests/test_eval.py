@@ -120,3 +120,27 @@ def test_eval_cause_block(shared_index_dir: Path, tmp_path: Path) -> None:
     text = subprocess.run([sys.executable, "-m", "kb.cli", "eval", str(q), "--index-dir", str(shared_index_dir)],
                           capture_output=True, text=True).stdout
     assert "cause known: 1/2 in-scope rows covered" in text and "cause unknown: 2/2 served" in text
+
+
+def test_eval_logs_without_a_folder_works_outside_the_checkout(tmp_path, monkeypatch) -> None:
+    """`kb eval --logs` with no folder, run from another directory: the checkout's eval/logs; outside a checkout,
+    a usage error that says what to pass (it failed on a bare relative path; issue 26)."""
+    import pytest
+
+    from kb import paths
+    from kb.commands import eval as eval_cmd
+    from kb.errors import UsageError
+
+    monkeypatch.chdir(tmp_path)
+    args = eval_cmd_parser().parse_args(["eval", "--logs"])
+    assert args.logs is eval_cmd.DEFAULT_LOGS
+    assert eval_cmd.default_logs() == paths.PACKAGE_ROOT / "eval" / "logs"
+    monkeypatch.setattr(paths, "is_checkout", lambda: False)
+    with pytest.raises(UsageError, match="pass the folder: kb eval --logs DIR"):
+        eval_cmd.default_logs()
+
+
+def eval_cmd_parser():
+    from kb.cli import build_parser
+
+    return build_parser()

@@ -66,8 +66,15 @@ def process_gone(pid: int) -> bool:
 def test_exit_status_maps_to_verdict(write_case, code, verdict, exit_code):
     r = run_one(write_case, code)
     assert (r.verdict, r.exit_code) == (verdict, exit_code)
-    assert r.reason == f"exit status {exit_code}"
+    # an inconclusive verdict carries the check's last line: its own words say why
+    assert r.reason == f"exit status {exit_code}" + (": just information" if exit_code == 2 else "")
     assert r.to_dict().keys() == {"name", "verdict", "exit_code", "duration_s", "output", "reason"}
+
+
+def test_an_inconclusive_verdict_says_why_in_the_checks_words(write_case):
+    """"exit status 2" alone hid that the node has no GPU (issue 26): the reason ends with the last line printed."""
+    r = run_one(write_case, 'echo "looking for GPUs"\necho "nvidia-smi returned no GPU"\nexit 2')
+    assert (r.verdict, r.reason) == (INCONCLUSIVE, "exit status 2: nvidia-smi returned no GPU")
 
 
 def test_crash_by_signal_is_inconclusive(write_case):

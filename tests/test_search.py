@@ -135,3 +135,26 @@ def test_searched_for_is_one_line_per_entry(engine) -> None:
     # a paste without error lines falls back to its text: still one line per entry
     answer = engine.search("training hangs\nafter the first step\nGPU util 0")
     assert answer.searched_for and all("\n" not in line for line in answer.searched_for)
+
+
+def test_k_does_not_change_the_top_answers_confidence(engine) -> None:
+    """`kb search -k 1` gave another confidence than `-k 2` (issue 26): the margin over the second case was
+    read from the k results, so with one result it was the whole score."""
+    for query in ("Key 'foo' is not in struct", "NCCL timeout", "checkpoint save fails"):
+        tops = [engine.search(query, k=k).results[0] for k in (1, 2, 5)]
+        assert len({(r.id, r.confidence, r.p_right) for r in tops}) == 1, (query, [(r.confidence, r.p_right) for r in tops])
+
+
+def test_healthy_step_metrics_are_not_answered_medium_without_the_dense_model(engine) -> None:
+    """A healthy run's step-metric lines (eval/healthy) got three "medium" answers from shared words alone when
+    the fitted model cannot run (no dense scorer: the app's first seconds, --no-dense). Now low, as with it."""
+    from kb.logsearch import search_text
+
+    lines = (Path(__file__).resolve().parent.parent / "eval/healthy/public-verl-step-metrics.log").read_text().splitlines()
+    for text in ("\n".join(lines[:3]), lines[1]):
+        for use in (("signature", "lexical"), None):
+            answer = search_text(engine, text, use=use) if use else search_text(engine, text)
+            assert answer.abstained or all(r.confidence == "low" for r in answer.results), [(r.id, r.confidence) for r in answer.results]
+    # a signature hit keeps its level without the model
+    nccl = engine.search("unhandled system error (run with NCCL_DEBUG=INFO for details)", use=("signature", "lexical"))
+    assert nccl.results[0].id == "nccl-unhandled-system-error" and nccl.results[0].confidence != "low"

@@ -25,9 +25,10 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
 
+from kb.errors import EXIT_CRASH
 from kb.safe_text import visible
 
-from .conversation import CheckRecord
+from .conversation import CheckRecord, Conversation
 from .messages import CheckFinished, ChecksIdle, DenseLoaded, EngineFailed, EngineReady
 from .palette import CaseCommands
 from .screens.chat import ChatScreen
@@ -61,7 +62,7 @@ class KbApp(App[int]):
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses in other folders keep it
     TITLE = "kb"
     BINDINGS = [
-        Binding("f1", "help", "Help"),
+        Binding("f1", "help", "Help", tooltip="Help: every key"),
         Binding("question_mark", "help", "Help", show=False),
     ]
 
@@ -97,6 +98,24 @@ class KbApp(App[int]):
         self._busy: dict[str, str] = {}
         self._spin = 0
         self._spin_timer: Timer | None = None
+        self.crash: Exception | None = None  # an unexpected exception: run_app takes kb's crash path
+        self.crashed_conversation: Conversation | None = None
+        self.drafted: dict[str, Path] = {}  # cases drafted with ctrl+r this session: id -> file (re-read on open)
+
+    def _handle_exception(self, error: Exception) -> None:
+        # Textual's hook for an exception no handler caught: it would print a Rich traceback over the
+        # terminal and exit 1, the conversation lost. kb's crash path instead (run_app: one line, a crash
+        # log, the conversation kept, exit 3). Pilot still re-raises `_exception` in tests.
+        if self.crash is None:
+            self.crash = error
+            # the screens are gone once the app has closed: hold on to the conversation now
+            chat = next((s for s in self.screen_stack if isinstance(s, ChatScreen)), None)
+            self.crashed_conversation = chat.conv if chat is not None else None
+        if self._exception is None:
+            self._exception = error
+            self._exception_event.set()
+        self._return_code = EXIT_CRASH
+        self._close_messages_no_wait()
 
     def get_default_screen(self) -> Screen:
         return ChatScreen()
@@ -242,6 +261,12 @@ class KbApp(App[int]):
     # ------------------------------------------------------------ cases and checks
 
     def find_case(self, case_id: str):
+        if case_id in self.drafted:  # drafted this session: read as it is now (the user may be editing it)
+            from kb.casefile import parse_case_file
+
+            drafted, _ = parse_case_file(self.drafted[case_id])
+            if drafted is not None:
+                return drafted
         if self.caseset is not None:
             case = self.caseset.get(case_id)
             if case is not None:
@@ -321,7 +346,22 @@ class KbApp(App[int]):
         with self.writing:  # quitting waits for the draft to be written (run_app ends the process hard)
             outcome = start_new_case(text, self.engine, self.case_dirs)
         self.last_new_case = outcome
-        self.call_from_thread(self.notify, outcome.message, timeout=15)
+        drafted_id = ""
+        if outcome.draft_path is not None:
+            from kb.casefile import parse_case_file
+
+            case, _ = parse_case_file(outcome.draft_path)
+            drafted_id = case.id if case is not None else ""
+        self.call_from_thread(self._new_case_done, outcome.message, outcome.draft_path, drafted_id)
+
+    def _new_case_done(self, message: str, draft: Path | None, case_id: str) -> None:
+        """The outcome in the transcript (a toast goes away with the path in it); a drafted case opens
+        with `/open ID` at once, before the index knows it."""
+        if draft is not None and case_id:
+            self.drafted[case_id] = draft
+            message += f" /open {case_id} shows it now."
+        self.chat.add_note(message)
+        self.notify(message, timeout=15)
 
     def action_help(self) -> None:
         from .screens.case import CaseScreen
@@ -352,6 +392,8 @@ class KbApp(App[int]):
         yield SystemCommand("Open top case", "Open the first case of the latest answer (ctrl+o)", chat.action_open_top)
         yield SystemCommand("New case from paste", "Start a new case from the last message (ctrl+r)", chat.action_new_case)
         yield SystemCommand("Cancel search", "Stop the search in progress (Esc)", chat.action_cancel_search)
+        yield SystemCommand("Baseline", "Which good run is attached; attach one with /baseline PATH, drop it with /baseline off "
+                            "(the latest message is searched again)", lambda: chat.set_baseline(""))
         yield SystemCommand("Help: keys", "Every key of the app (F1)", self.action_help)
         yield SystemCommand("Cluster report", "Show a saved `kb doctor --ray ADDRESS --json` file", self.open_cluster_report)
         case_module = sys.modules.get("tui.screens.case")  # a case screen exists only once its module is loaded
@@ -362,6 +404,35 @@ class KbApp(App[int]):
             yield SystemCommand("Copy check code", "Copy the selected check's code (c)", screen.action_copy_check)
             yield SystemCommand("Copy signatures", "Copy the case's signatures (s)", screen.action_copy_signatures)
             yield SystemCommand("Copy fix", "Copy the case's Fix section (f)", screen.action_copy_fix)
+
+
+def keep_conversation(app: KbApp) -> Path | None:
+    """After a crash: the conversation as an incident report in `<data dir>/crashes/`, so nothing
+    pasted or answered is lost; None when there was nothing to keep or it could not be written."""
+    from kb.paths import data_dir
+
+    from .report import write_report
+
+    conv = app.crashed_conversation
+    if conv is None or conv.empty:
+        return None
+    try:
+        return write_report(conv, data_dir() / "crashes")
+    except Exception:  # the state that crashed the app may not render either; the crash log still says why
+        return None
+
+
+def report_crash(app: KbApp, exc: Exception) -> int:
+    """kb's crash path for the app: the crash log (kb.crash), the conversation kept, one line on stderr."""
+    from kb.crash import write_crash_log
+
+    log = write_crash_log(exc)
+    kept = keep_conversation(app)
+    line = f"kb: internal error: {type(exc).__name__}: {exc} (details: {log})"
+    if kept is not None:
+        line += f"; the conversation is saved in {kept}"
+    print(visible(line), file=sys.stderr)
+    return EXIT_CRASH
 
 
 def run_app(args: argparse.Namespace) -> int:
@@ -377,7 +448,9 @@ def run_app(args: argparse.Namespace) -> int:
     """
     app = KbApp(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, python=args.python, dense=not args.no_dense)
     result = app.run()
-    code = app.return_code or int(result or 0)  # 1 when the app crashed (Textual printed why)
+    code = app.return_code or int(result or 0)
+    if app.crash is not None:
+        code = report_crash(app, app.crash)
     app.stop_checks(timeout=15.0)
     if app.writing.acquire(timeout=15.0):  # a new case's draft being written is finished, not cut
         app.writing.release()

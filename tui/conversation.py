@@ -33,6 +33,7 @@ class Turn:
     cancelled: bool = False
     baseline: Path | None = None  # the conversation's baseline when this turn was sent
     typed: bool = True  # False when the message starts with an attached log file (its first lines are not the user's words)
+    read_file: Path | None = None  # the message was only the path of an existing file: that file was searched
 
     @property
     def pending(self) -> bool:

@@ -59,9 +59,10 @@ def render_report(conv: Conversation, now: _dt.datetime | None = None) -> str:
             if answer.nearest:  # calibration (issue 13): what was close, and why it is not an answer
                 out += ["Nearest, not a match: " + ", ".join(f"`{r.id}`" for r in answer.nearest), ""]
         else:
-            out += ["| # | case | category | confidence | score |", "|---|---|---|---|---|"]
+            out += ["| # | case | category | confidence | chance right |", "|---|---|---|---|---|"]
             for i, r in enumerate(answer.results, 1):
-                out.append(f"| {i} | {r.title.replace('|', '/')} (`{r.id}`) | {r.category} | {r.confidence} | {r.score:.2f} |")
+                chance = f"{r.p_right:.0%}" if r.p_right is not None else "—"
+                out.append(f"| {i} | {r.title.replace('|', '/')} (`{r.id}`) | {r.category} | {r.confidence} | {chance} |")
             out.append("")
             top = answer.results[0]
             out += [f"Why `{top.id}` matched:", ""] + [f"- {ev.text}" for ev in top.evidence] + [""]

@@ -39,12 +39,21 @@ def read_log_arg_noted(name: str | Path) -> tuple[str, str]:
 
 
 def read_query(words: list[str], file: Path | None, notes: list[str] | None = None) -> tuple[str, bool]:
-    """The query text, and whether a person typed it (False for --file and standard input: a log's
-    opening lines are the program's, not the user's words). What was left out of a huge log is
-    added to `notes` when given (else said on standard error)."""
+    """The query text, and whether a person typed it (False for --file, standard input and a query
+    that is the path of an existing file, read as that file: a log's opening lines are the
+    program's, not the user's words). What was left out of a huge log is added to `notes` when
+    given (else said on standard error)."""
+    from ..paste_text import named_file, normalise_line_endings
+
     source: str | Path | None = file
     if source is None and (words == ["-"] or (not words and not sys.stdin.isatty())):
         source = "-"
+    if source is None and words:
+        path = named_file(" ".join(words))
+        if path is not None:
+            # `kb search PATH`: the file, not the words of its path (searched as words it declined)
+            print(f"kb: reading {path} as a log file (the query is the path of an existing file; same as --file {path})", file=sys.stderr)
+            source = path
     if source is not None:
         if notes is None:
             return read_log_arg(source), False
@@ -53,4 +62,4 @@ def read_query(words: list[str], file: Path | None, notes: list[str] | None = No
         return text, False
     if not words:
         raise UsageError("give the error text, '-' to read standard input, or --file LOG")
-    return " ".join(words), True
+    return normalise_line_endings(" ".join(words)), True  # a quoted paste keeps the terminal's CR line ends

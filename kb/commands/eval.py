@@ -18,6 +18,8 @@ from pathlib import Path
 from ..errors import UsageError
 from .common import add_index_options
 
+DEFAULT_LOGS = Path("eval/logs")  # `--logs` with no folder (an identity the parser hands back)
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="measure search quality and calibration on labelled queries (JSONL: query, expected)")
@@ -28,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the confidence model (default: kb/confidence.json; the ranking weights go beside it as rank.json)")
     p.add_argument("--growth", action="store_true", help="covered R@1 with random 50 %% / 75 %% / 100 %% of the entries (same seeds)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds for --fit (default 5)")
-    p.add_argument("--logs", type=Path, nargs="?", const=Path("eval/logs"), metavar="DIR",
+    p.add_argument("--logs", type=Path, nargs="?", const=DEFAULT_LOGS, metavar="DIR",
                    help="measure the log reader on labelled whole logs (default eval/logs): kept-line precision/recall/F1, suspect rank, stage, R@1")
     p.add_argument("--verbose", action="store_true", help="with --logs: one row per log")
     add_index_options(p)
@@ -76,12 +78,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def default_logs() -> Path:
+    """`--logs` with no folder: eval/logs here, else the checkout's kb runs from; the labelled logs are
+    not shipped in the wheel, so outside a checkout say what to pass (it failed with a bare path)."""
+    from ..paths import PACKAGE_ROOT, is_checkout
+
+    if DEFAULT_LOGS.is_dir():
+        return DEFAULT_LOGS
+    if is_checkout() and (PACKAGE_ROOT / DEFAULT_LOGS).is_dir():
+        return PACKAGE_ROOT / DEFAULT_LOGS
+    raise UsageError(f"--logs: no {DEFAULT_LOGS}/ here and kb does not run from a checkout (the labelled logs ship "
+                     "with the source, not the wheel); pass the folder: kb eval --logs DIR (each LOG.log with a LOG.labels.json)")
+
+
 def run_logs(args: argparse.Namespace) -> int:
     from ..evaluate_logs import LogEvalError, evaluate_logs, format_log_report, load_set
     from ..search import Engine
 
     if args.file:
         raise UsageError("give either FILE.jsonl or --logs [DIR], not both")
+    if args.logs is DEFAULT_LOGS:
+        args.logs = default_logs()
     try:
         load_set(args.logs)  # a bad set is reported before the index is opened
     except LogEvalError as exc:

@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     if draft.similar:
         print("similar cases:")
         for sim in draft.similar:
-            print(visible(f"  {sim.id}  {sim.confidence} ({sim.score:.2f})  {sim.title}"))
+            print(visible(f"  {sim.id}  {sim.confidence}  {sim.title}"))
     if not args.no_edit and _interactive(args):
         _open_editor(path)
         _report_check(path)

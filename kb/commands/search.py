@@ -84,7 +84,10 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
         print_decline(answer, out)
     for rank, r in enumerate(answer.results, 1):
         kind = "  light entry" if r.kind == "light" else ""
-        out.write(visible(f"{rank}. {r.id}  [{r.category}]{kind}  {r.confidence} ({r.score:.2f})") + "\n")
+        # the number beside the label is the calibrated chance the answer is right (top case only), never the
+        # fused score: "medium (0.90)" beside "low (0.80)" read as a probability (docs/app.md, "Confidence")
+        chance = f", {r.p_right:.0%} likely right" if r.p_right is not None else ""
+        out.write(visible(f"{rank}. {r.id}  [{r.category}]{kind}  {r.confidence}{chance}") + "\n")
         out.write(f"   {visible(r.title)}\n")
         out.write(f"   from {r.origin().describe()}\n")
         for ev in r.evidence if explain else r.evidence[:2]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -19,6 +19,15 @@ class AskScreen(ModalScreen[str | None]):
         super().__init__()
         self.question = question
         self.answers = answers
+        self.answered = False
+
+    def answer(self, key: str | None) -> None:
+        """Dismiss once. Keys typed fast after the first answer (`nn`, `yy`, the next question) are
+        still queued to this screen: a second dismiss popped the chat itself (ScreenStackError)."""
+        if self.answered:
+            return
+        self.answered = True
+        self.dismiss(key)
 
     def compose(self) -> ComposeResult:
         with Vertical(id="ask-dialog"):
@@ -30,16 +39,23 @@ class AskScreen(ModalScreen[str | None]):
     def on_mount(self) -> None:
         self.query_one(Button).focus()
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
+        if self.answered:
+            # Typed after the answer, queued here before this screen went: the screen below gets it
+            # (the chat puts it in the prompt), so typing the next question at once loses nothing.
+            event.stop()
+            if event.is_printable and event.character:
+                self.app.post_message(events.Key(event.key, event.character))
+            return
         for key, _ in self.answers:
             if event.key == key:
                 event.stop()
-                self.dismiss(key)
+                self.answer(key)
                 return
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss((event.button.id or "").removeprefix("ask-"))
+        self.answer((event.button.id or "").removeprefix("ask-"))
 
     def action_dismiss_none(self) -> None:
-        self.dismiss(None)
+        self.answer(None)

@@ -73,8 +73,14 @@ class CaseScreen(Screen[None]):
         Binding("c", "copy_check", "Copy check"),
         Binding("s", "copy_signatures", "Copy signatures"),
         Binding("f", "copy_fix", "Copy fix"),
-        Binding("tab", "focus_next", "Next pane", show=False),
+        Binding("tab", "next_pane", "Next pane", show=False),
+        Binding("shift+tab", "next_pane(-1)", "Previous pane", show=False),
+        # priority: the checks list (focused on opening) would take PageUp/PageDown to move its highlight
+        Binding("pagedown", "page(1)", "Scroll the case down", show=False, priority=True),
+        Binding("pageup", "page(-1)", "Scroll the case up", show=False, priority=True),
     ]
+
+    PANES = ("#checks", "#case-body", "#check-log")
 
     def __init__(self, case: Case, python: str | None = None) -> None:
         super().__init__()
@@ -168,6 +174,22 @@ class CaseScreen(Screen[None]):
 
     def action_copy_fix(self) -> None:
         self._copy(self.case.fix_text(), "fix")  # from the parsed blocks: exactly what the view shows
+
+    def action_next_pane(self, step: int = 1) -> None:
+        """Tab / shift+Tab: the checks, the case's body, the check output, round."""
+        panes = [self.query_one(sel) for sel in self.PANES]
+        focused = self.focused
+        at = next((i for i, pane in enumerate(panes) if focused is pane or (focused is not None and pane in focused.ancestors)), -1)
+        panes[(at + step) % len(panes)].focus()
+
+    def action_page(self, step: int) -> None:
+        """PageDown / PageUp scroll the case's body (the Fix section is at its end), or the check
+        output when that has focus; the checks list is short and keeps Up / Down."""
+        target = self.query_one("#check-log") if self.focused is self.query_one("#check-log") else self.query_one("#case-body")
+        if step > 0:
+            target.scroll_page_down(animate=False)
+        else:
+            target.scroll_page_up(animate=False)
 
     def action_back_or_cancel(self) -> None:
         if self.running:

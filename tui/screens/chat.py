@@ -34,14 +34,19 @@ WELCOME = (
 
 
 class ChatScreen(Screen[None]):
+    # Footer words are short so that at 80 columns F1 and ^s still show; the help screen shows the tooltip.
     BINDINGS = [
-        Binding("escape", "cancel_search", "Cancel search"),
+        Binding("escape", "cancel_search", "Cancel", tooltip="Cancel the search in progress"),
         Binding("escape", "focus_prompt", "Back to the prompt", show=False),
-        Binding("ctrl+n", "new_conversation", "New chat"),
-        Binding("ctrl+o", "open_top", "Open top case"),
-        Binding("ctrl+r", "new_case", "New case from paste"),
-        Binding("ctrl+s", "export", "Export report"),
+        Binding("ctrl+n", "new_conversation", "New chat", tooltip="New conversation"),
+        Binding("ctrl+o", "open_top", "Open top", tooltip="Open the top case of the latest answer"),
+        Binding("ctrl+r", "new_case", "New case", tooltip="New case from the paste"),
+        Binding("ctrl+s", "export", "Export", tooltip="Export the conversation as a report"),
         Binding("tab", "focus_cards", "Cards", show=False),
+        # priority: the prompt (a TextArea, focused while typing) would take them to move its cursor
+        Binding("pageup", "scroll_chat(-1)", "Scroll the chat up", show=False, priority=True, tooltip="Scroll the chat up a page"),
+        Binding("pagedown", "scroll_chat(1)", "Scroll the chat down", show=False, priority=True, tooltip="Scroll the chat down a page"),
+        Binding("ctrl+end", "scroll_chat(0)", "Chat: latest", show=False, priority=True, tooltip="Scroll the chat to the latest message"),
     ]
 
     def __init__(self) -> None:
@@ -120,7 +125,12 @@ class ChatScreen(Screen[None]):
         worker = get_current_worker()
         turn = self.conv.turns[idx]
         # a message that opens with an attached log file has no words of the user's above the log
-        turn.typed = not any(att.path is not None and text.lstrip().startswith(token) for token, att in attachments.items())
+        # (a re-run passes no attachments: the turn keeps what its first search found)
+        if attachments:
+            turn.typed = not any(att.path is not None and text.lstrip().startswith(token) for token, att in attachments.items())
+        lone = attachments.get(text.strip())
+        if lone is not None and lone.path is not None:
+            turn.read_file = lone.path  # the answer says so (on_search_done)
         # Fill in big pastes and log files here, off the UI thread (a file may be 100s of MB).
         for token, att in attachments.items():
             try:
@@ -192,6 +202,7 @@ class ChatScreen(Screen[None]):
             self.conv.baseline = None
             transcript.add_info("Baseline dropped: searches use the whole log again.", classes="info")
             self.kb.refresh_status()
+            self.rerun_latest("baseline dropped")
             return
         path = Path(os.path.expanduser(arg.strip("'\"")))
         if not path.is_file():
@@ -205,6 +216,24 @@ class ChatScreen(Screen[None]):
         transcript.add_info(visible(f"Baseline: {self.conv.baseline}. Lines this good run also printed are set aside in every "
                                     "search of this conversation (as kb search --baseline); /baseline off drops it."), classes="info")
         self.kb.refresh_status()
+        self.rerun_latest(f"with baseline {path.name}")
+
+    def rerun_latest(self, why: str) -> None:
+        """/baseline on or off: the latest answered message is searched again, in place, with the
+        conversation's baseline now (the answer on screen was made without it)."""
+        if self.searching:
+            return  # the search in progress read the baseline as it was; the next message uses the new one
+        idx = next((i for i in range(len(self.conv.turns) - 1, -1, -1) if self.conv.turns[i].answer is not None), None)
+        if idx is None:
+            return
+        turn = self.conv.turns[idx]
+        view = self.query_one(Transcript).answer_view(idx)
+        if not turn.text or view is None:
+            return
+        turn.answer, turn.baseline = None, self.conv.baseline
+        view.show_searching(why)
+        self._search(idx, turn.text, {}, turn.context)
+        self._searching_changed()
 
     def rerank_latest(self) -> None:
         """The dense model just arrived: merge its results into the latest answer that lacked them."""
@@ -227,6 +256,10 @@ class ChatScreen(Screen[None]):
         turn = self.conv.turns[event.turn]
         if turn.cancelled:
             return
+        if turn.read_file is not None:
+            note = f"read {turn.read_file} as a log file: the message was the path of an existing file"
+            if note not in event.answer.notes:
+                event.answer.notes.insert(0, note)
         turn.answer = event.answer
         self.kb.busy("search", "searching" if self.searching else None)
         transcript = self.query_one(Transcript)
@@ -281,6 +314,16 @@ class ChatScreen(Screen[None]):
         if action == "focus_prompt":
             return not self.searching
         return True
+
+    def action_scroll_chat(self, step: int) -> None:
+        """PageUp / PageDown (and ctrl+end: to the latest) scroll the transcript from the prompt."""
+        transcript = self.query_one(Transcript)
+        if step < 0:
+            transcript.scroll_page_up(animate=False)
+        elif step > 0:
+            transcript.scroll_page_down(animate=False)
+        else:
+            transcript.scroll_end(animate=False)
 
     def action_focus_prompt(self) -> None:
         self.query_one(PromptArea).focus()
@@ -377,6 +420,10 @@ class ChatScreen(Screen[None]):
             self.notify("Paste the log first; then ctrl+r starts a new case from it.", severity="warning")
             return
         self.kb.start_new_case(turn.text)
+
+    def add_note(self, text: str) -> None:
+        """A line from the app into the transcript (a new case's path: a toast goes away with it)."""
+        self.query_one(Transcript).add_info(visible(text), classes="info")
 
     def add_check(self, case_title: str, result) -> None:
         self.query_one(Transcript).add_check(case_title, result)

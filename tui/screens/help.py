@@ -20,6 +20,9 @@ PROMPT_KEYS = [
     ("/new", "start a new conversation"),
     ("/open ID", "open a case by id"),
     ("/export", "save the conversation as a Markdown report"),
+    ("/baseline PATH", "a good run of the same job: its lines are set aside; the latest message is searched again"),
+    ("/baseline, /baseline off", "say which baseline is attached; drop it (and search again)"),
+    ("pageup / pagedown", "scroll the chat (^end: to the latest)"),
     ("/help, /quit", "this screen; leave"),
 ]
 
@@ -38,7 +41,8 @@ def _rows(bindings: list[Binding | tuple[str, ...]]) -> list[tuple[str, str]]:
     rows = []
     for b in bindings:
         if isinstance(b, Binding) and b.description:
-            rows.append((", ".join(key_label(k.strip()) for k in b.key.split(",")), b.description))
+            # the tooltip is the longer wording, where the footer's must stay short
+            rows.append((", ".join(key_label(k.strip()) for k in b.key.split(",")), b.tooltip or b.description))
     return rows
 
 

@@ -56,7 +56,8 @@ def render_card(rank: int, result: Result) -> Text:
         t.append(" · ")
     style = {"high": "bold green", "medium": "bold yellow"}.get(result.confidence, "bold red")
     t.append(f"{result.confidence} confidence", style=style)
-    t.append(f" ({result.score:.2f})", style="dim")
+    if result.p_right is not None:  # the calibrated chance it is right (top card only); never the fused score
+        t.append(f", {result.p_right:.0%} likely right", style="dim")
     t.append("\n")
     t.append_text(origin_text(result.origin()))
     seen: set[str] = set()

@@ -34,7 +34,10 @@ class CheckOutput(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(Text("No check run yet. Pick one and press r (or a for all).", style="dim"), id="check-status")
-        yield RichLog(max_lines=MAX_LOG_LINES, id="check-log", auto_scroll=True, wrap=True, markup=False, highlight=False)
+        # min_width: RichLog renders lines at least 78 cells wide by default, so in the side pane at
+        # 80x24 (about 30 cells) wrapped lines were still cut, the finding at their end hidden.
+        yield RichLog(max_lines=MAX_LOG_LINES, id="check-log", auto_scroll=True, wrap=True, markup=False, highlight=False,
+                      min_width=10)
 
     def on_mount(self) -> None:
         self.set_interval(FLUSH_INTERVAL, self.flush)

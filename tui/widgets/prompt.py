@@ -11,13 +11,14 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
+
+from kb.paste_text import named_file, normalise_line_endings
 
 LARGE_PASTE_CHARS = 64 * 1024
 LARGE_PASTE_LINES = 2000
@@ -54,17 +55,8 @@ def human_count(n: int) -> str:
 
 
 def pasted_path(text: str) -> Path | None:
-    """The file a paste names, when the paste is just one path to an existing file."""
-    s = text.strip().strip("'\"")
-    if not s or "\n" in s or len(s) > 4096:
-        return None
-    if not (s.startswith(("/", "~", "./", "../")) or os.sep in s):
-        return None
-    try:
-        p = Path(s).expanduser()
-        return p if p.is_file() else None
-    except (OSError, ValueError):
-        return None
+    """The file a paste names, when the paste is just one path to an existing file (kb.paste_text)."""
+    return named_file(text)
 
 
 class PromptArea(TextArea):
@@ -118,6 +110,10 @@ class PromptArea(TextArea):
         text = self.text
         if not text.strip():
             return
+        if not any(t in text for t in self.attachments) and named_file(text) is not None:
+            # A typed path (the welcome offers "a path to a log file") is that file, as a pasted one is.
+            self.attachments = {}
+            text = self.token_for_paste(text) or text
         used = {t: a for t, a in self.attachments.items() if t in text}
         self.prompt_history.append((text, used))
         self._history_pos = None
@@ -165,9 +161,12 @@ class PromptArea(TextArea):
         # super() call here made TextArea insert every paste twice.
         event.stop()
         event.prevent_default()
-        token = self.token_for_paste(event.text)
+        # Terminals send a paste's line breaks as CR (tmux's paste-buffer -p, many others): LF
+        # before anything reads it, or a big paste kept aside is read as its last line only.
+        text = normalise_line_endings(event.text)
+        token = self.token_for_paste(text)
         if token is None:
-            await super()._on_paste(event)
+            await super()._on_paste(events.Paste(text))
             return
         self.insert(token)
         self.focus()
@@ -181,8 +180,8 @@ class PromptArea(TextArea):
             except OSError:
                 return None
             return self._add(f"log file {path}, {human_size(size)}", Attachment("", path=path))
-        # Terminals often paste line ends as \r: count whichever ending the paste uses.
-        breaks = max(text.count("\n"), text.count("\r"))
+        text = normalise_line_endings(text)
+        breaks = text.count("\n")
         if len(text) > LARGE_PASTE_CHARS or breaks > LARGE_PASTE_LINES:
             # Characters, not encoded bytes: the same for logs, and no 20 MB copy on the UI thread.
             return self._add(f"pasted {human_size(len(text))}, {human_count(breaks + 1)} lines", Attachment("", text=text))

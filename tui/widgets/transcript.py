@@ -29,7 +29,8 @@ SEARCHED_SHOWN = 12  # kb.logreduce.MAX_KEPT: all the lines the log reader keeps
 def _clip(text: str, lines: int = USER_LINES) -> Text:
     parts = text.splitlines() or [""]
     shown = parts[:lines]
-    t = Text("\n".join(visible(line[:300]) for line in shown))
+    # a tab in a pasted log is layout, not a hidden character: spaces, not `\x09`
+    t = Text("\n".join(visible(line.expandtabs(4)[:300]) for line in shown))
     if len(parts) > lines:
         t.append(f"\n… {len(parts) - lines} more lines", style="dim italic")
     return t
@@ -59,7 +60,7 @@ class AnswerView(Vertical):
         # a cut here once hid the `Last error:` detail that names the cause.
         searched = Text("kb searched for:", style="bold")
         for line in answer.searched_for[:SEARCHED_SHOWN]:
-            searched.append("\n  " + visible(line[:200]), style="cyan")
+            searched.append("\n  " + visible(line.expandtabs(4)[:200]), style="cyan")
         if len(answer.searched_for) > SEARCHED_SHOWN:
             searched.append(f"\n  … {len(answer.searched_for) - SEARCHED_SHOWN} more", style="dim")
         widgets.append(Static(searched, classes="searched"))
@@ -89,6 +90,10 @@ class AnswerView(Vertical):
         if notes:
             widgets.append(Static(Text("\n".join(visible(n) for n in notes), style="dim italic"), classes="notes"))
         self.mount_all(widgets)
+
+    def show_searching(self, why: str) -> None:
+        self.remove_children()
+        self.mount(Static(Text(f"searching again… ({why})", style="italic"), classes="pending"))
 
     def show_error(self, text: str) -> None:
         self.remove_children()
