@@ -5,7 +5,8 @@ Run after `kb eval --fit ...` (which writes kb/confidence.json):
     python benchmarks/calibration_figures.py ../shared/eval/dev.jsonl eval/reports.jsonl
 
 It reads the fitted model's weights and held-out figures, runs `kb eval` on the
-dev queries, the report sample and eval/other-stacks.jsonl (writing
+dev queries, the report sample, eval/other-stacks.jsonl and the held-out
+eval/other-stacks-heldout.jsonl (writing
 docs/reliability-dev.svg and docs/reliability-reports.svg), and rewrites the
 blocks between the `fitted:` and `measured:` markers in docs/search.md.
 """
@@ -65,6 +66,8 @@ def main(argv: list[str]) -> int:
     b, cal = _eval(reports, ROOT / "docs" / "reliability-reports.svg", f"report sample ({n} rows)")
     with tempfile.TemporaryDirectory() as tmp:
         c, _ = _eval(str(ROOT / "eval" / "other-stacks.jsonl"), Path(tmp) / "o.svg", "other stacks (eval/other-stacks.jsonl)")
+        d, _ = _eval(str(ROOT / "eval" / "other-stacks-heldout.jsonl"), Path(tmp) / "h.svg",
+                     "other stacks, held out (eval/other-stacks-heldout.jsonl)")
     nl = cal["case_not_loaded"]
     measured = f"""Measured with the fitted model (in sample: these rows were part of the fit; the held-out figures
 are above):
@@ -74,6 +77,7 @@ are above):
 {a}
 {b}
 {c}
+{d}
 
 On the report sample {nl['queries']} rows name a case that is not loaded: declined {nl['declined']}, `low` {nl['low']},
 `medium` {nl['medium']}, `high` {nl['high']}. Reliability diagrams (bars: observed share right per bin of

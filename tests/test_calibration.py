@@ -100,9 +100,10 @@ def _other_stack_rows() -> list[dict]:
 
 
 # Rows of eval/other-stacks.jsonl that carry no marker of their stack: genuine Python tracebacks
-# (IPython, pandas, skrub) and one-line messages any program could print. They are searched as
-# ours and must be declined on their scores.
-NO_STACK_MARKER = {"os022", "os026", "os027", "os030", "os036", "os039", "os047", "os056"}
+# (IPython, pandas, skrub) and one-line messages any program could print (os040 only names Tomcat
+# in a Windows service message; the marker once written for that sentence is gone). They are
+# searched as ours and must be declined on their scores.
+NO_STACK_MARKER = {"os022", "os026", "os027", "os030", "os036", "os039", "os040", "os047", "os056"}
 
 
 def test_real_other_stack_reports_are_recognised() -> None:
@@ -110,6 +111,57 @@ def test_real_other_stack_reports_are_recognised() -> None:
     assert len(rows) >= 50 and all(r["source"].startswith("https://github.com/") and r["expected"] == [] for r in rows)
     missed = {r["id"] for r in rows if not detect(r["query"]).foreign}
     assert missed == NO_STACK_MARKER
+
+
+# eval/other-stacks-heldout.jsonl: 40 pastes drawn after the markers of kb/stack.py were written
+# for eval/other-stacks.jsonl and never used to write them (eval/parts/README-stacksC.md). The
+# figures are held at the level measured when the markers were made general (17/40 stack named,
+# 36/40 declined; they were 12 and 33 with the markers written one per row) less 2 rows each.
+HELDOUT_FILE = ROOT / "eval" / "other-stacks-heldout.jsonl"
+HELDOUT_NAMED_MIN = 17 - 2
+HELDOUT_DECLINED_MIN = 36 - 2
+
+
+def _heldout_rows() -> list[dict]:
+    return [json.loads(line) for line in HELDOUT_FILE.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def test_heldout_other_stack_rows_are_real_and_share_no_thread_with_the_marker_rows() -> None:
+    rows = _heldout_rows()
+    assert len(rows) == 40 and len({r["id"] for r in rows}) == 40
+    assert all(r["source"].startswith("https://github.com/") and r["expected"] == [] and r["in_scope"] is False for r in rows)
+    assert not {r["source"] for r in rows} & {r["source"] for r in _other_stack_rows()}
+
+
+def test_heldout_other_stacks_are_named_at_the_measured_level() -> None:
+    named = sorted(r["id"] for r in _heldout_rows() if detect(r["query"]).foreign)
+    assert len(named) >= HELDOUT_NAMED_MIN, named
+
+
+def _our_stack_texts() -> list[tuple[str, str]]:
+    """verl-stack text: the report sample's in-scope rows, the dev queries that name a case, healthy and labelled logs."""
+    texts = []
+    for line in (ROOT / "eval" / "reports.jsonl").read_text(encoding="utf-8").splitlines():
+        if line.strip() and (row := json.loads(line))["in_scope"]:
+            texts.append((row["id"], row["query"]))
+    if DEV is not None:
+        for line in DEV.read_text(encoding="utf-8").splitlines():
+            if line.strip() and (row := json.loads(line)).get("expected"):
+                texts.append((f"dev {row['id']}", row["query"]))
+    for log in sorted((ROOT / "eval" / "healthy").glob("*.log")) + sorted((ROOT / "eval" / "logs").rglob("*.log")):
+        texts.append((str(log.relative_to(ROOT)), log.read_text(encoding="utf-8", errors="replace")))
+    return texts
+
+
+def test_no_foreign_marker_fires_on_verls_own_pastes_and_logs() -> None:
+    from kb.stack import _FOREIGN_RES
+
+    texts = _our_stack_texts()
+    assert len(texts) > 400
+    fired = [(where, name, m.group(0)[:80]) for where, text in texts for name, rx, w in _FOREIGN_RES
+             if w >= 2 and (m := rx.search(text))]
+    assert fired == []
+    assert [where for where, text in texts if detect(text).foreign] == []
 
 
 def test_a_paste_without_any_marker_is_not_called_verls_stack() -> None:
@@ -402,6 +454,14 @@ def test_real_other_stack_reports_are_declined(engine) -> None:
             assert ans.abstained or ans.results[0].confidence == "low", row["id"]
         else:
             assert ans.abstained and ans.stack is not None and ans.stack.foreign, row["id"]
+
+
+@pytest.mark.slow
+def test_heldout_other_stack_pastes_are_declined_at_the_measured_level(engine) -> None:
+    answers = {r["id"]: engine.search(r["query"]) for r in _heldout_rows()}
+    declined = [i for i, a in answers.items() if a.abstained]
+    assert len(declined) >= HELDOUT_DECLINED_MIN, sorted(set(answers) - set(declined))
+    assert all(a.abstained or a.results[0].confidence == "low" for a in answers.values())
 
 
 @pytest.mark.slow
