@@ -37,7 +37,7 @@ WRAPPER_FILES = {"threading.py", "selectors.py", "queue.py", "queues.py", "conne
                  "tracing_helper.py", "events.py", "base_events.py", "popen_fork.py", "socket.py", "ssl.py"}
 LOCK_FUNCS = {"acquire", "wait", "_wait_for_tstate_lock", "join", "__enter__"}
 IO_FILE = re.compile(r"(?:^|/)(?:requests|urllib3|httpx|httpcore|aiohttp|grpc)/|(?:^|/)http/client\.py$|(?:^|/)(?:socket|ssl)\.py$")
-LIBRARY_PATH = re.compile(r"/(?:site|dist)-packages/|/lib/python\d\.\d+/|^<frozen|^<string>$")
+LIBRARY_PATH = re.compile(r"/(?:site|dist)-packages/|/lib/python\d\.\d+/|^<frozen")
 KNOWN_PACKAGES = re.compile(r"^(?:torch|ray|vllm|sglang|verl|transformers|numpy|tqdm|hydra|omegaconf|concurrent|asyncio|"
                             r"multiprocessing|threading|queue|selectors|http|urllib3|requests|importlib|runpy|ssl|socket|"
                             r"json|logging|subprocess|contextlib|functools)(?:/|\.py$)")
@@ -213,6 +213,8 @@ class Analysis:
                 "verdict": self.verdict, "entry": self.entry,
                 "entries": self.entries(),
                 "processes": [{**s.proc.to_dict(), "where": s.where.describe() if not s.error else None,
+                               "kind": s.where.kind if not s.error else None,
+                               "frame": s.where.frame.show() if s.where.frame and not s.error else None,
                                "moving": s.moving, "error": s.error} for s in self.stacks + self.unread]}
 
 
@@ -400,3 +402,57 @@ def stacks_report(pids: list[int] | None = None, within: set[int] | None = None,
         procs = find_training_processes(pids, within=within)
     dumps = sample([p.pid for p in procs], exe, samples=samples, interval_s=interval_s, deadline_s=deadline_s)
     return analyse(procs, dumps)
+
+
+def doctor_step(samples: int = 2, interval_s: float = 0.3, deadline_s: float = 3.0,
+                within: set[int] | None = None) -> dict[str, Any] | None:
+    """`kb doctor`'s stacks step: None when no training process runs here; never raises.
+
+    The analysis as `kb stacks --json` writes it, or {"error": why} (py-spy missing, not permitted).
+    """
+    try:
+        from .hangs_find import find_training_processes
+
+        procs = find_training_processes(within=within)
+        if not procs:
+            return None
+        analysis = stacks_report(procs=procs, samples=samples, interval_s=interval_s, deadline_s=deadline_s)
+        if not analysis.stacks and analysis.unread:
+            return {"error": analysis.unread[0].error, "processes": len(procs)}
+        return analysis.to_dict()
+    except StacksUnavailable as exc:
+        return {"error": str(exc)}
+    except Exception as exc:  # the doctor's other findings matter more than this step
+        return {"error": f"kb stacks failed: {type(exc).__name__}: {exc}"}
+
+
+def format_step(result: dict[str, Any], where: str = "this node") -> list[str]:
+    """The doctor's lines for the stacks step."""
+    if result.get("error"):
+        return [f"Stacks of the training processes on {where}: not read ({result['error']})."]
+    out = [f"Stacks of {len(result.get('processes', []))} training process(es) on {where}: {result.get('verdict', '')}"]
+    for o in result.get("odd", []):
+        out.append(f"  [odd] {o.get('name')} (pid {o.get('pid')}, {o.get('node')}): {o.get('where')}")
+    if result.get("entry"):
+        out.append(f"      see: kb show {result['entry']}")
+    out.append("      groups and frames: kb stacks")
+    return out
+
+
+def cluster_odd(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Across the nodes of `kb doctor --ray --stacks`: each node's odd ones; where no node has one, the
+    busy processes of one node while processes of another wait in ray.get (the driver on the head node,
+    the stuck actor on a worker node)."""
+    answers = [n["stacks"] for n in nodes if isinstance(n.get("stacks"), dict)]
+    odd = [dict(o) for a in answers for o in a.get("odd", []) if isinstance(o, dict)]
+    if odd:
+        return odd
+    procs = [p for a in answers for p in a.get("processes", []) if isinstance(p, dict) and not p.get("moving") and p.get("kind")]
+    waiting = [p for p in procs if p["kind"] == "ray-wait"]
+    busy = [p for p in procs if p["kind"] not in WAITING_KINDS and p["kind"] != "unknown"]
+    if not waiting:
+        return []
+    w = waiting[0]
+    return [{**{k: b.get(k) for k in ("rank", "pid", "node", "node_id", "name", "role", "where", "kind", "frame")},
+             "why": f"{b.get('name')} is busy {b.get('where')} while {w.get('name')} on {w.get('node')} waits in ray.get"}
+            for b in busy]

@@ -2,8 +2,8 @@
 
 A process is taken when it carries a marker of the stack: torchrun/DDP ranks (RANK and
 WORLD_SIZE or LOCAL_RANK in its environment), Ray workers (the process title `ray::Class.method`,
-idle ones left out) and the Ray driver (a Python process that loaded Ray's `_raylet` library and
-is not one of Ray's own daemons), vLLM/SGLang engine processes (their titles `VLLM::EngineCore`,
+idle ones left out) and the Ray driver (a Python process that loaded Ray's `_raylet` library, runs
+Ray's core worker thread `worker.io`, and is not one of Ray's own daemons), vLLM/SGLang engine processes (their titles `VLLM::EngineCore`,
 `sglang::scheduler`, or a `vllm serve` / `sglang.launch_server` command line), and the Python
 children of any of these (DataLoader workers and the like; the stack dump says which).
 
@@ -104,9 +104,17 @@ def _ppid(pid: int, proc: Path) -> int:
     return int(rest[1]) if len(rest) > 1 and rest[1].isdigit() else 0
 
 
-def _loads_raylet(pid: int, proc: Path) -> bool:
+def _is_ray_driver(pid: int, proc: Path) -> bool:
+    """Connected to Ray as a driver: Ray's library loaded and its core worker's I/O thread running (a
+    process that merely imported ray, or started a cluster without ray.init, has no `worker.io` thread)."""
     raw = _read(proc / str(pid) / "maps", 8 << 20) or b""
-    return b"_raylet.so" in raw
+    if b"_raylet.so" not in raw:
+        return False
+    try:
+        tasks = list((proc / str(pid) / "task").iterdir())
+    except OSError:
+        return False
+    return any((_read(t / "comm", 64) or b"").strip() == b"worker.io" for t in tasks)
 
 
 def _is_python(argv: list[str]) -> bool:
@@ -130,7 +138,7 @@ def classify(pid: int, argv: list[str], env: dict[str, str], proc: Path = PROC) 
         return None
     if rank is not None and (world is not None or local is not None):
         return TrainingProcess(pid, ppid, ROLE_RANK, title, rank, local, world)
-    if _loads_raylet(pid, proc):
+    if _is_ray_driver(pid, proc):
         return TrainingProcess(pid, ppid, ROLE_DRIVER, title, rank, local, world)
     return None
 

@@ -343,3 +343,40 @@ def test_threads_other_than_main_do_not_decide_the_group() -> None:
     main = Thread("MainThread", 7, True, [Frame("step", "train.py", 3, "/home/u/train.py")])
     other = Thread("pin_memory", 8, True, [Frame("wait", "threading.py", 1, "/usr/lib/python3.11/threading.py")])
     assert Dump(7, [other, main]).main_thread() is main
+
+
+@needs_spy
+@pytest.mark.slow
+def test_cluster_doctor_names_the_stuck_actor_on_its_node(job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("PYTHONPATH", str(root))
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        worker = cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        env = {"STACKS_RAY_ADDRESS": cluster.address, "STACKS_NODE": worker.node_id}
+        _, ready = job([PY, str(JOBS / "ray_job.py")], ["driver", "actor-", "actor-"], env, timeout=240)
+        empty = tmp_path / "no-cases"
+        empty.mkdir()
+        out = subprocess.run([PY, "-m", "kb", "doctor", "--ray", cluster.address, "--stacks", "--json", "--only", "--cases", str(empty)],
+                             capture_output=True, text=True, timeout=300, cwd=tmp_path)
+        text = subprocess.run([PY, "-m", "kb", "doctor", "--ray", cluster.address, "--stacks", "--only", "--cases", str(empty)],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    finally:
+        cluster.shutdown()
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout)
+    actors = {v for k, v in ready.items() if k.startswith("actor-")}
+    # the machine is shared: other Ray drivers may show up; this job's processes are the driver and its actors
+    ours = actors | {ready["driver"]}
+    odd = [o for o in report["stacks_odd"] if o["pid"] in ours]
+    assert len(odd) == 1, report["stacks_odd"]
+    assert odd[0]["node_id"] == worker.node_id and odd[0]["name"].startswith("Rollout pid=")
+    assert odd[0]["pid"] in actors  # both actors wrote a marker; the odd one is the one in score_forever
+    assert odd[0]["frame"].startswith("Rollout.score_forever (")
+    assert "The odd one(s) out across the cluster (1):" in text.stdout
+    assert f"on node {worker.node_id[:8]}" in text.stdout and "Rollout.score_forever" in text.stdout
