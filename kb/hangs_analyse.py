@@ -379,7 +379,8 @@ def format_analysis(a: Analysis, max_frames: int = 8) -> str:
         out.append("Odd one out: none.")
     out.append(f"Verdict: {a.verdict}")
     if a.entry:
-        out.append(f"Open: kb show {a.entry}" + (f"  (family: kb show {FAMILY})" if a.entry != FAMILY else ""))
+        rest = [e for e in a.entries() if e != a.entry]
+        out.append(f"Open: kb show {a.entry}" + (f"  (then: {', '.join('kb show ' + e for e in rest)})" if rest else ""))
     else:
         out.append(f"If the job still hangs: kb show {FAMILY}")
     return "\n".join(out)
