@@ -380,3 +380,42 @@ def test_cluster_doctor_names_the_stuck_actor_on_its_node(job, tmp_path: Path, m
     assert odd[0]["frame"].startswith("Rollout.score_forever (")
     assert "The odd one(s) out across the cluster (1):" in text.stdout
     assert f"on node {worker.node_id[:8]}" in text.stdout and "Rollout.score_forever" in text.stdout
+
+
+RANK_CODE = """
+import os, threading, time
+def all_reduce_stand_in():
+    threading.Event().wait()
+def slow_reward():
+    time.sleep(600)
+open(os.environ["READY"], "a").write(os.environ["RANK"] + "\\n")
+(slow_reward if os.environ["RANK"] == "2" else all_reduce_stand_in)()
+"""
+
+
+@needs_spy
+def test_the_doctor_step_names_the_odd_rank_and_is_silent_without_training_processes(tmp_path: Path) -> None:
+    from kb.doctor import DoctorReport, format_report
+    from kb.hangs_analyse import doctor_step
+
+    assert doctor_step(within=set()) is None
+    ready = tmp_path / "ready"
+    procs = [subprocess.Popen([PY, "-c", RANK_CODE], env={**os.environ, "RANK": str(r), "WORLD_SIZE": "4", "READY": str(ready)})
+             for r in range(4)]
+    try:
+        deadline = time.monotonic() + 60
+        while (not ready.exists() or len(ready.read_text().split()) < 4) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        start = time.monotonic()
+        step = doctor_step(within={p.pid for p in procs})
+        assert time.monotonic() - start < 10
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert step is not None
+    assert [(o["rank"], o["pid"]) for o in step["odd"]] == [(2, procs[2].pid)]
+    assert step["odd"][0]["frame"].startswith("slow_reward (<string>:")
+    text = format_report(DoctorReport(stacks=step))
+    assert "Stacks of 4 training process(es) on this node: The odd one out is rank 2" in text
+    assert f"[odd] rank 2 (pid {procs[2].pid}" in text
