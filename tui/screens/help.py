@@ -20,6 +20,7 @@ PROMPT_KEYS = [
     ("/new", "start a new conversation"),
     ("/open ID", "open a case by id"),
     ("/export", "save the conversation as a Markdown report"),
+    ("/stacks", "where every training process on this node waits, and the odd one out (kb stacks)"),
     ("/help, /quit", "this screen; leave"),
 ]
 
