@@ -393,12 +393,15 @@ class StacksUnavailable(Exception):
 def stacks_report(pids: list[int] | None = None, within: set[int] | None = None, samples: int = 3, interval_s: float = 0.5,
                   deadline_s: float = 5.0, procs: list[TrainingProcess] | None = None) -> Analysis:
     """Find (or take) the training processes, dump each `samples` times, analyse. Raises StacksUnavailable."""
-    from .hangs_dump import INSTALL_HINT, py_spy_path, sample
+    from .hangs_dump import INSTALL_HINT, ptrace_refused, py_spy_path, sample
     from .hangs_find import find_training_processes
 
     exe = py_spy_path()
     if exe is None:
         raise StacksUnavailable(INSTALL_HINT)
+    refused = ptrace_refused()
+    if refused:
+        raise StacksUnavailable(refused)
     if procs is None:
         procs = find_training_processes(pids, within=within)
     dumps = sample([p.pid for p in procs], exe, samples=samples, interval_s=interval_s, deadline_s=deadline_s)

@@ -95,6 +95,17 @@ def ptrace_hint(scope: int | None = None) -> str:
             "running kb stacks as the job's own user is required either way.")
 
 
+def ptrace_refused(scope: int | None = None, euid: int | None = None) -> str:
+    """Why no dump can work here, known before trying ('' when it may): Yama's scope 3 allows no
+    attaching at all, scope 2 only to a process with CAP_SYS_PTRACE (root). Scope 1 (attach to
+    descendants only) is left to py-spy's own error, which names the process it could not read."""
+    scope = ptrace_scope() if scope is None else scope
+    euid = os.geteuid() if euid is None else euid
+    if scope == 3 or (scope == 2 and euid != 0):
+        return "kb stacks cannot read other processes' stacks: " + ptrace_hint(scope)
+    return ""
+
+
 def parse_json(pid: int, text: str) -> Dump:
     data = json.loads(text)
     threads = []

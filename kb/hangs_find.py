@@ -201,8 +201,11 @@ def find_training_processes(pids: list[int] | None = None, proc: Path = PROC, ui
     # a found process whose parent is also found (not a Ray worker of the raylet, not an engine) is a child
     for tp in sorted(found.values(), key=lambda t: t.pid):
         parent = found.get(tp.ppid)
-        if parent is not None and tp.role in (ROLE_RANK, ROLE_DRIVER, "process") and _is_python(argvs.get(tp.pid, [])):
+        # (a Ray worker's parent is the raylet, never a training process: one under another is a fork of it,
+        # e.g. a DataLoader worker of the TaskRunner, which inherits its `ray::` title)
+        if parent is not None and tp.role in (ROLE_RANK, ROLE_DRIVER, ROLE_ACTOR, "process") and _is_python(argvs.get(tp.pid, [])):
             tp.role = ROLE_CHILD
+            tp.actor = tp.method = None
             tp.rank = parent.rank
             tp.parent_name = parent.name
     return sorted(found.values(), key=lambda t: (t.role != ROLE_DRIVER, t.rank if t.rank is not None else 1 << 30, t.pid))

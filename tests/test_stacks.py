@@ -419,3 +419,20 @@ def test_the_doctor_step_names_the_odd_rank_and_is_silent_without_training_proce
     text = format_report(DoctorReport(stacks=step))
     assert "Stacks of 4 training process(es) on this node: The odd one out is rank 2" in text
     assert f"[odd] rank 2 (pid {procs[2].pid}" in text
+
+
+def test_a_yama_scope_that_forbids_ptrace_is_said_before_any_dump() -> None:
+    from kb.hangs_dump import ptrace_refused
+
+    assert ptrace_refused(scope=0, euid=1000) == "" and ptrace_refused(scope=1, euid=1000) == ""
+    assert ptrace_refused(scope=2, euid=0) == ""
+    msg = ptrace_refused(scope=2, euid=1000)
+    assert "kernel.yama.ptrace_scope is 2" in msg and "sysctl kernel.yama.ptrace_scope=0" in msg and "SYS_PTRACE" in msg
+    assert "ptrace_scope is 3" in ptrace_refused(scope=3, euid=0)
+
+
+def test_a_fork_of_a_ray_actor_is_its_child_not_a_second_actor(tmp_path: Path) -> None:
+    _fake_proc(tmp_path, 20, 5, ["ray::TaskRunner.run"], {})
+    _fake_proc(tmp_path, 21, 20, ["ray::TaskRunner.run"], {})  # a forked DataLoader worker keeps the title
+    found = find_training_processes(proc=tmp_path, uid=os.getuid())
+    assert [(p.pid, p.role, p.name) for p in found] == [(20, "ray-actor", "TaskRunner pid=20"), (21, "worker", "TaskRunner pid=20 child pid=21")]
