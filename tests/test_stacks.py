@@ -436,3 +436,20 @@ def test_a_fork_of_a_ray_actor_is_its_child_not_a_second_actor(tmp_path: Path) -
     _fake_proc(tmp_path, 21, 20, ["ray::TaskRunner.run"], {})  # a forked DataLoader worker keeps the title
     found = find_training_processes(proc=tmp_path, uid=os.getuid())
     assert [(p.pid, p.role, p.name) for p in found] == [(20, "ray-actor", "TaskRunner pid=20"), (21, "worker", "TaskRunner pid=20 child pid=21")]
+
+
+@needs_spy
+def test_the_command_says_when_there_is_nothing_to_dump(capsys: pytest.CaptureFixture[str]) -> None:
+    from kb.cli import main
+
+    idle = subprocess.Popen([PY, "-c", "import time; time.sleep(60)"])  # no RANK, no Ray: not a training process
+    try:
+        assert main(["stacks", "--under", str(idle.pid)]) == 1
+        assert "No training process of this user found on this node" in capsys.readouterr().out
+    finally:
+        idle.kill()
+        idle.wait()
+    assert main(["stacks", "--pid", str(idle.pid)]) == 2
+    assert f"no process {idle.pid} on this node" in capsys.readouterr().err
+    assert main(["stacks", "--samples", "0"]) == 2
+    assert "--samples must be between 1 and 10" in capsys.readouterr().err
