@@ -17,7 +17,7 @@ from .crash import guarded
 from .errors import EXIT_CRASH, EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, UsageError
 
 # Order is the order of `kb --help`. A module that does not exist yet is skipped.
-COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "trust", "env", "history", "new", "overview", "paths"]
+COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "stacks", "trust", "env", "history", "new", "overview", "paths"]
 
 __all__ = ["EXIT_CRASH", "EXIT_NEGATIVE", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 

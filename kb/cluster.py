@@ -38,7 +38,7 @@ INSTALL_HINT = "kb doctor --ray needs Ray, which is not installed: pip install '
 NODE_TIMEOUT = 120.0
 # The modules a node imports to answer; their text must be this copy's, or kb is shipped.
 NODE_MODULES = ("__init__", "cluster_node", "runner", "envreport", "envpins", "needs", "casefile", "params", "case_blocks",
-                "check_code", "safe_text", "frontmatter")
+                "check_code", "safe_text", "frontmatter", "hangs_find", "hangs_dump", "hangs_analyse")
 
 
 class ClusterError(Exception):
@@ -203,8 +203,20 @@ def _gather(ray: Any, refs: dict[Any, str], deadline: float,
     return answers, failed
 
 
+def _on_node(stacks: Any, host: str, node_id: str) -> Any:
+    """A node's stacks answer with each process's node named as the report names nodes (host and node id:
+    several Ray nodes may share a host)."""
+    if not isinstance(stacks, dict):
+        return stacks
+    for item in stacks.get("odd", []) + stacks.get("processes", []):
+        if isinstance(item, dict):
+            item["node"] = host
+            item["node_id"] = node_id
+    return stacks
+
+
 def run_cluster_doctor(address: str, cases: list[Case], python: str | None = None,
-                       node_timeout: float = NODE_TIMEOUT) -> dict[str, Any]:
+                       node_timeout: float = NODE_TIMEOUT, stacks: bool = False) -> dict[str, Any]:
     """Connect to the cluster at `address`, ask every alive node, return the report object (`--json`)."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -212,11 +224,11 @@ def run_cluster_doctor(address: str, cases: list[Case], python: str | None = Non
     shipped, not_run = ship_checks(cases, python)
     check_reachable(address)
     with _stdout_to_stderr():
-        return _run(ray, NodeAffinitySchedulingStrategy, address, shipped, not_run, python, node_timeout)
+        return _run(ray, NodeAffinitySchedulingStrategy, address, shipped, not_run, python, node_timeout, stacks)
 
 
 def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not_run: list[dict[str, Any]],
-         python: str | None, node_timeout: float) -> dict[str, Any]:
+         python: str | None, node_timeout: float, stacks: bool = False) -> dict[str, Any]:
     start = time.monotonic()
     deadline = start + node_timeout
     try:
@@ -260,7 +272,7 @@ def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not
                 sources[nid] = "kb on the node has the same code; this copy shipped to the job ran"
             else:
                 sources[nid] = "kb on the node, same code as this copy"
-            payload = {"python": python, "checks": [c.to_dict() for c in shipped],
+            payload = {"python": python, "checks": [c.to_dict() for c in shipped], "stacks": stacks,
                        "budget_s": max(1.0, deadline - time.monotonic()), "deadline_epoch": time.time() + (deadline - time.monotonic())}
             tasks[answer.options(**options).remote(payload)] = nid
         answers, failed = _gather(ray, tasks, deadline)
@@ -275,6 +287,12 @@ def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not
         a = answers[nid]
         report_nodes.append({"node_id": nid, "host": a.get("host") or hosts[nid], "address": next(
             (n.get("NodeManagerAddress") for n in nodes if n["NodeID"] == nid), None), "kb_source": f"{sources.get(nid, '')}; ran from {a.get('kb', '?')}",
-            "duration_s": a.get("duration_s"), "facts": a.get("facts", {}), "checks": a.get("checks", [])})
+            "duration_s": a.get("duration_s"), "facts": a.get("facts", {}), "checks": a.get("checks", []),
+            **({"stacks": _on_node(a.get("stacks"), a.get("host") or hosts[nid], nid)} if stacks else {})})
     unreachable_list = [{"node_id": nid, "host": hosts.get(nid, "?"), "reason": why} for nid, why in unreachable.items()]
-    return build_report(address, report_nodes, unreachable_list, not_run, node_timeout)
+    report = build_report(address, report_nodes, unreachable_list, not_run, node_timeout)
+    if stacks:
+        from .hangs_analyse import cluster_odd
+
+        report["stacks_odd"] = cluster_odd(report_nodes)
+    return report

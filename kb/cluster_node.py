@@ -139,6 +139,28 @@ def run_checks(checks: list[ShippedCheck], python: str | None, budget_s: float, 
     return out
 
 
+def node_stacks() -> dict[str, Any] | None:
+    """`--stacks`: the stacks step on this node. Processes under another raylet of this host are left
+    out: where several Ray nodes share a machine (a test cluster), each answers for its own."""
+    from .hangs_analyse import doctor_step
+    from .hangs_find import descendants
+
+    mine = os.getppid()  # the raylet that started this task
+    others: set[int] = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != mine:
+            try:
+                argv0 = (entry / "cmdline").read_bytes().split(b"\0", 1)[0]
+            except OSError:
+                continue
+            if argv0.endswith(b"/raylet"):
+                others.update(descendants(int(entry.name)))
+    within = None
+    if others:
+        within = {int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()} - others
+    return doctor_step(within=within)
+
+
 def node_report(payload: dict[str, Any]) -> dict[str, Any]:
     """The whole answer of one node, as plain data (what the Ray task returns)."""
     start = time.monotonic()
@@ -152,11 +174,14 @@ def node_report(payload: dict[str, Any]) -> dict[str, Any]:
         if 0 < by_clock < budget:
             budget = by_clock
     checks = [ShippedCheck.from_dict(c) for c in payload.get("checks", [])]
+    before = time.monotonic()
+    stacks = node_stacks() if payload.get("stacks") else None  # before the checks: a few seconds, the checks' budget is the rest
     return {
+        "stacks": stacks,
         "host": socket.gethostname(),
         "pid": os.getpid(),
         "kb": str(Path(__file__).resolve().parent),
         "facts": facts,
-        "checks": run_checks(checks, python, budget),
+        "checks": run_checks(checks, python, budget - (time.monotonic() - before)),
         "duration_s": round(time.monotonic() - start, 3),
     }

@@ -165,6 +165,20 @@ def format_cluster_report(report: dict[str, Any], lines_per_check: int = 3) -> s
             out.extend(visible(ln) for ln in textwrap.wrap("ruled out: " + ", ".join(ruled_out), width=110,
                                                            initial_indent="    ", subsequent_indent="      ",
                                                            break_on_hyphens=False))
+        if isinstance(node.get("stacks"), dict):
+            from .hangs_analyse import format_step  # only reports made with --stacks carry them
+
+            out.extend(visible("  " + ln) for ln in format_step(node["stacks"], "this node"))
+        elif "stacks" in node:
+            out.append("  stacks: no training process on this node")
+    stuck = [o for o in report.get("stacks_odd", []) if isinstance(o, dict)]
+    if stuck:
+        out.append("")
+        out.append(f"The odd one(s) out across the cluster ({len(stuck)}):")
+        for o in stuck:
+            node = labels.get(str(o.get("node_id")), visible(str(o.get("node", "?"))))
+            out.append(visible(f"  {o.get('name')} (pid {o.get('pid')}) on node {node}: {o.get('why')}"))
+            out.append(visible(f"    {o.get('where')}"))
     out.append("")
     diffs = report.get("differences", [])
     if diffs:

@@ -8,6 +8,10 @@ trusts the folder. The report puts what is confirmed on this node first,
 since that is what the user acts on, and names each case's folder layer and
 file.
 
+A second built-in step, only when training processes run on this node (kb/hangs_*.py): their
+Python stacks (py-spy, two samples, a few seconds at most) and the odd one out, as `kb stacks`
+prints them; it never fails the doctor (a missing py-spy is one line).
+
 One built-in step runs beside the checks: the installed verl's declared
 requirements against the installed versions (kb/envpins.py, read-only, one
 probe of the target Python). Each certain conflict is listed with the
@@ -84,6 +88,7 @@ class DoctorReport:
     origins: dict[str, str] = field(default_factory=dict)  # case id -> folder layer and file (and what it overrides)
     not_trusted: list[NotRun] = field(default_factory=list)  # doctor checks of untrusted folders, not run
     pins: PinReport | None = None  # the built-in pin step (None: not run)
+    stacks: dict[str, Any] | None = None  # the stacks step (kb.hangs_analyse): None when no training process runs here
 
     def by_verdict(self, verdict: str) -> list[CheckResult]:
         return [r for r in self.results if r.verdict == verdict]
@@ -111,6 +116,7 @@ class DoctorReport:
                          **{k: v for k, v in r.to_dict().items() if k != "name"}} for r in self.results],
             "not_run": [n.to_dict() for n in self.not_trusted],
             "pins": self.pins.to_dict() if self.pins is not None else None,
+            "stacks": self.stacks,
         }
 
 
@@ -122,6 +128,7 @@ def run_doctor(
     on_result: Callable[[CheckResult], None] | None = None,
     cancel_event: threading.Event | None = None,
     pins: bool = True,
+    stacks: bool = True,
 ) -> DoctorReport:
     """Run the doctor checks of `cases` in a thread pool, and the pin step; `progress=None` shows tqdm only on a terminal."""
     from tqdm import tqdm  # only doctor needs it
@@ -144,6 +151,10 @@ def run_doctor(
     report.results = [r for r in slots if r is not None]
     if pins and not (cancel_event is not None and cancel_event.is_set()):
         report.pins = check_pins(target_python(python).path)
+    if stacks and not (cancel_event is not None and cancel_event.is_set()):
+        from .hangs_analyse import doctor_step  # reads /proc; dumps only when a training process runs here
+
+        report.stacks = doctor_step()
     return report
 
 
@@ -204,6 +215,10 @@ def format_report(report: DoctorReport, lines_per_case: int = 6) -> str:
                        + (f", with {p.release}" if p.release else "") + ").")
         for u in p.unreadable:
             out.append(visible(f"verl's declared pins: not compared: {u}"))
+    if report.stacks is not None:
+        from .hangs_analyse import format_step
+
+        out.extend(visible(ln) for ln in format_step(report.stacks))
     out.append(
         f"{len(report.by_verdict(RULED_OUT))} ruled out, {len(report.by_verdict(SKIPPED))} skipped "
         f"({len(report.results)} checks; a pass covers only what a check looked at; details in `kb history`)."

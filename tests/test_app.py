@@ -634,3 +634,34 @@ async def test_baseline_attached_after_an_answer_searches_the_latest_message_aga
         await pilot.press("f1")
         assert isinstance(app.screen, HelpScreen)
         assert any("/baseline PATH" in key for _, rows in app.screen.sections for key, _ in rows)
+
+
+async def test_stacks_command_shows_the_odd_one_out_as_a_card(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`/stacks` runs kb stacks in a worker and shows its answer (issue 27); here on dumps captured from a real job."""
+    from kb import hangs_analyse
+    from kb.hangs_dump import parse_json
+    from kb.hangs_find import TrainingProcess
+
+    dumps_dir = Path(__file__).parent / "stacks_dumps"
+
+    def fake_report(**_: object) -> hangs_analyse.Analysis:
+        procs = [TrainingProcess(100 + r, 1, "rank", "python train.py", r, r, 4, node="node-a") for r in range(4)]
+        dumps = {}
+        for r in range(4):
+            d = parse_json(100 + r, (dumps_dir / f"mismatch_rank{3 if r == 3 else 0}.json").read_text())
+            d.threads[0].os_id = 100 + r
+            dumps[100 + r] = [d]
+        return hangs_analyse.analyse(procs, dumps)
+
+    monkeypatch.setattr(hangs_analyse, "stacks_report", fake_report)
+    app = KbApp(engine=engine, cursor_blink=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await ready(pilot)
+        prompt = app.chat.query_one(PromptArea)
+        prompt.load_text("/stacks")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: bool(app.chat.query(".stacks")), what="the stacks card")
+        card = str(app.chat.query_one(".stacks").render())
+        assert "rank 3 waits in barrier while ranks 0, 1, 2 wait in all_reduce" in card
+        assert "Open: kb show nccl-watchdog-timeout" in card
+        assert app.chat.conv.turns == []  # a command, not a search

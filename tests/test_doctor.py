@@ -92,7 +92,8 @@ def test_kb_doctor_json(doctor_cases, capsys):
     assert main(["doctor", "--json", "--only", "--cases", str(folder), "--python", sys.executable]) == 0
     captured = capsys.readouterr()
     data = json.loads(captured.out)
-    assert set(data) == {"confirmed", "inconclusive", "ruled_out", "skipped", "results", "not_run", "pins"}
+    assert set(data) == {"confirmed", "inconclusive", "ruled_out", "skipped", "results", "not_run", "pins", "stacks"}
+    assert data["stacks"] is None or "verdict" in data["stacks"] or "error" in data["stacks"]  # kb stacks' step: None without training processes
     assert data["not_run"] == []
     assert {tuple(sorted(c)) for c in data["confirmed"]} == {("case", "check", "output", "reason")}
     assert "it/s" not in captured.err and "kb doctor" not in captured.err  # no progress bar off a terminal

@@ -44,6 +44,15 @@ class SearchDone(Message):
         self.reranked = reranked
 
 
+class StacksDone(Message):
+    """`/stacks` finished: `kb stacks`' text (groups, the odd one out, the verdict), or why not."""
+
+    def __init__(self, text: str, ok: bool) -> None:
+        super().__init__()
+        self.text = text
+        self.ok = ok
+
+
 class SearchFailed(Message):
     def __init__(self, turn: int, error: str) -> None:
         super().__init__()

@@ -22,6 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "needs pip install 'kb-verl[cluster]'; see docs/doctor.md")
     p.add_argument("--node-timeout", type=float, default=120.0, metavar="SECONDS",
                    help="with --ray: nodes that have not answered after this long are reported unreachable (default 120)")
+    p.add_argument("--stacks", action="store_true", help="with --ray: also dump the training processes' stacks on every node "
+                   "and name the odd one out (kb stacks; needs py-spy on the nodes)")
+    p.add_argument("--no-stacks", action="store_true", help="skip the stacks step (kb stacks) that runs when training processes are found")
     p.set_defaults(func=run)
 
 
@@ -30,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         return run_cluster(args)
     check_python(args.python)
     caseset = load_cases(args.cases, include_builtin=not args.only)
-    report = run_doctor(caseset.cases, python=args.python)
+    report = run_doctor(caseset.cases, python=args.python, stacks=not args.no_stacks)
     if args.json:
         print(dumps(report.to_dict(), indent=2))
     else:
@@ -54,7 +57,8 @@ def run_cluster(args: argparse.Namespace) -> int:
     try:
         address = resolve_address(args.ray)
         caseset = load_cases(args.cases, include_builtin=not args.only)
-        report = run_cluster_doctor(address, caseset.cases, python=args.python, node_timeout=args.node_timeout)
+        report = run_cluster_doctor(address, caseset.cases, python=args.python, node_timeout=args.node_timeout,
+                                    stacks=args.stacks and not args.no_stacks)
     except ClusterError as exc:
         print(f"kb doctor: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -13,10 +13,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from kb.safe_text import visible
+from kb.safe_text import visible, visible_block
 
 from ..conversation import Conversation, Turn
-from ..messages import SearchDone, SearchFailed
+from ..messages import SearchDone, SearchFailed, StacksDone
 from ..state import AppState
 from ..widgets.card import CaseCard
 from ..widgets.prompt import Attachment, PromptArea
@@ -98,6 +98,9 @@ class ChatScreen(Screen[None]):
             self.action_export()
         elif word == "baseline":
             self.set_baseline(arg.strip())
+        elif word == "stacks":
+            self.query_one(Transcript).add_info("Reading the stacks of the training processes on this node (py-spy)…", classes="info")
+            self._stacks()
         elif word in ("help", "?"):
             self.kb.action_help()
         elif word in ("quit", "exit", "q"):
@@ -176,6 +179,25 @@ class ChatScreen(Screen[None]):
                              typed=turn.typed if turn is not None else True)
         if not worker.is_cancelled:
             self.post_message(SearchDone(idx, answer, reranked=True))
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="stacks", description="reading stacks")
+    def _stacks(self) -> None:
+        """`/stacks`: kb stacks on this node, off the UI thread (py-spy takes a second or two)."""
+        from kb.hangs_analyse import StacksUnavailable, format_analysis, stacks_report
+
+        try:
+            analysis = stacks_report()
+        except StacksUnavailable as exc:
+            self.post_message(StacksDone(str(exc), ok=False))
+            return
+        if not analysis.stacks and not analysis.unread:
+            self.post_message(StacksDone("No training process of this user on this node (torchrun ranks, Ray workers, "
+                                         "vLLM/SGLang engines); kb stacks --pid PID... names them.", ok=False))
+            return
+        self.post_message(StacksDone(format_analysis(analysis), ok=True))
+
+    def on_stacks_done(self, event: StacksDone) -> None:
+        self.query_one(Transcript).add_info(visible_block(event.text), classes="stacks" if event.ok else "info")
 
     def _baseline_text(self, path: Path | None) -> str | None:
         """The baseline log's text, read in a worker (it may be large); re-read only when the file changed."""

@@ -23,6 +23,7 @@ PROMPT_KEYS = [
     ("/baseline PATH", "a good run of the same job: its lines are set aside; the latest message is searched again"),
     ("/baseline, /baseline off", "say which baseline is attached; drop it (and search again)"),
     ("pageup / pagedown", "scroll the chat (^end: to the latest)"),
+    ("/stacks", "where every training process on this node waits, and the odd one out (kb stacks)"),
     ("/help, /quit", "this screen; leave"),
 ]
 
