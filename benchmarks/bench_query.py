@@ -26,8 +26,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kb.search import Engine  # noqa: E402
-from kb.signals import extract  # noqa: E402
+from kb.search.engine import Engine  # noqa: E402
+from kb.text.signals import extract  # noqa: E402
 
 KB = [sys.executable, "-m", "kb.cli"]
 LINE = "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5"

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from kb.hangs_analyse import stacks_report
+from kb.hangs.analyse import stacks_report
 
 RANK_CODE = """
 import os, threading, time

@@ -56,8 +56,8 @@ def peak_rss_mb() -> float:
 
 
 def vocabulary() -> dict:
-    from kb.casefile import REGEX_PREFIX
-    from kb.caseset import load_cases
+    from kb.cases.casefile import REGEX_PREFIX
+    from kb.cases.caseset import load_cases
 
     cs = load_cases()
     words: set[str] = set()
@@ -152,7 +152,7 @@ def generate(n: int, folder: Path, seed: int = 0) -> list[tuple[str, str]]:
 
 
 def phase_build(args: argparse.Namespace) -> dict:
-    from kb.index import open_index
+    from kb.index.opener import open_index
 
     t0 = time.perf_counter()
     idx = open_index([Path(args.folder)], index_dir=Path(args.index_dir), include_builtin=False,
@@ -164,10 +164,10 @@ def phase_build(args: argparse.Namespace) -> dict:
 
 
 def phase_open(args: argparse.Namespace) -> dict:
-    from kb.caseset import case_folders
-    from kb.index import open_index
-    from kb.index_fingerprint import file_stats
-    from kb.search import Engine
+    from kb.cases.caseset import case_folders
+    from kb.index.fingerprint import file_stats
+    from kb.index.opener import open_index
+    from kb.search.engine import Engine
 
     t0 = time.perf_counter()
     file_stats(case_folders([Path(args.folder)], include_builtin=False))
@@ -189,8 +189,8 @@ def phase_open(args: argparse.Namespace) -> dict:
 def phase_search(args: argparse.Namespace) -> dict:
     import numpy as np
 
-    from kb.index import open_index
-    from kb.search import Engine
+    from kb.index.opener import open_index
+    from kb.search.engine import Engine
 
     queries = json.loads(Path(args.queries_file).read_text())
     eng = Engine(open_index([Path(args.folder)], index_dir=Path(args.index_dir), include_builtin=False, dense=not args.no_dense))
@@ -229,9 +229,9 @@ def phase_recall(args: argparse.Namespace) -> dict:
     import faiss
     import numpy as np
 
-    from kb.encoder import OnnxEncoder
-    from kb.index import open_index
-    from kb.index_faiss import APPROX_THRESHOLD
+    from kb.index.encoder import OnnxEncoder
+    from kb.index.faiss_files import APPROX_THRESHOLD
+    from kb.index.opener import open_index
 
     idx = open_index([Path(args.folder)], index_dir=Path(args.index_dir), include_builtin=False)
     if not idx.dense_available:
@@ -250,7 +250,7 @@ def phase_recall(args: argparse.Namespace) -> dict:
     kind = type(approx).__name__
     if not (idx.generation / "vectors.faiss").is_file():
         # below the threshold the index is exact; build the HNSW it would use, to measure it anyway
-        from kb.index_faiss import write_approximate
+        from kb.index.faiss_files import write_approximate
 
         tmp = Path(args.index_dir) / "probe.faiss"
         write_approximate(tmp, idx.vectors)

@@ -17,8 +17,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kb.evaluate import load_queries
-from kb.search import DEFAULT_WEIGHTS, Engine, Weights, fuse
+from kb.evaluation.queries import load_queries
+from kb.search.engine import DEFAULT_WEIGHTS, Engine, Weights, fuse
 
 
 def main(path: str) -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kb.caseset import load_cases  # noqa: E402
+from kb.cases.caseset import load_cases  # noqa: E402
 
 PARTS = ROOT / "eval" / "parts"
 OUT = ROOT / "eval" / "reports.jsonl"

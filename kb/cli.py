@@ -12,9 +12,9 @@ import importlib
 import sys
 from typing import NoReturn
 
-from .commands.common import add_index_options
-from .crash import guarded
-from .errors import EXIT_CRASH, EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, UsageError
+from kb.commands.common import add_index_options
+from kb.core.errors import EXIT_CRASH, EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE, UsageError
+from kb.crash import guarded
 
 # Order is the order of `kb --help`. A module that does not exist yet is skipped.
 COMMANDS = ["search", "show", "check", "index", "eval", "run", "doctor", "stacks", "trust", "env", "history", "new", "overview", "paths"]

@@ -11,8 +11,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from . import __version__
-from .errors import EXIT_CRASH, EXIT_USAGE, UsageError
+from kb import __version__
+from kb.core.errors import EXIT_CRASH, EXIT_USAGE, UsageError
 
 
 def write_crash_log(exc: BaseException) -> str:
@@ -21,7 +21,7 @@ def write_crash_log(exc: BaseException) -> str:
     import platform
     import traceback
 
-    from .paths import data_dir
+    from kb.core.paths import data_dir
 
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     folder = data_dir() / "crashes"
@@ -43,7 +43,7 @@ def guarded(func: Callable[[Any], int], args: Any) -> int:
     try:
         return int(func(args) or 0)
     except UsageError as exc:
-        from .safe_text import visible_block
+        from kb.core.safe_text import visible_block
 
         print(f"kb: {visible_block(exc)}", file=sys.stderr)  # it may quote a file name or a value from a file
         return EXIT_USAGE

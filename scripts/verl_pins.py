@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Regenerate kb/data/verl_pins.json: what each verl release declares, read from its own files.
+"""Regenerate kb/checks/data/verl_pins.json: what each verl release declares, read from its own files.
 
 Reads a verl git checkout (a bare mirror is enough: everything goes through
 `git show TAG:FILE`) at every release tag from v0.2 on, and optionally a verl
 wheel (its METADATA Requires-Dist) for releases newer than the checkout's tags:
 
     python scripts/verl_pins.py --repo /work/.mirror/verl-project+verl/repo \
-        --wheel /tmp/pipdl/verl-0.9.1-py3-none-any.whl --out kb/data/verl_pins.json
+        --wheel /tmp/pipdl/verl-0.9.1-py3-none-any.whl --out kb/checks/data/verl_pins.json
 
 Two kinds of facts, kept apart:
 - `declared`: requirements that pip acts on or that the release tells users to
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repo", type=Path, required=True, help="verl git checkout or bare mirror with its release tags")
     ap.add_argument("--wheel", type=Path, action="append", default=[], help="a verl wheel for a release not tagged in --repo")
-    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "kb" / "data" / "verl_pins.json")
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "kb" / "checks" / "data" / "verl_pins.json")
     args = ap.parse_args(argv)
     releases = [read_tag(args.repo, t) for t in release_tags(args.repo)]
     releases += [read_wheel(w) for w in args.wheel]

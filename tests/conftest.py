@@ -25,7 +25,7 @@ def _kb_private_dirs(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pyte
 @pytest.fixture(autouse=True)
 def _kb_clean_target_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Checks and needs are judged afresh in each test: no inherited KB_PYTHON/KB_CASES, no cached needs."""
-    from kb import needs
+    from kb.checks import needs
 
     monkeypatch.delenv("KB_PYTHON", raising=False)
     monkeypatch.delenv("KB_CASES", raising=False)
@@ -136,8 +136,8 @@ def shared_index_dir(pytestconfig: pytest.Config) -> Path:
     Returned once the index is current: opening it waits on kb's build lock while the
     background build (or another xdist worker) holds it, and builds it if nobody started.
     """
-    from kb.index import open_index
-    from kb.store import IndexBusy
+    from kb.index.opener import open_index
+    from kb.index.store import IndexBusy
 
     folder = _shared_index_path(pytestconfig)
     folder.mkdir(parents=True, exist_ok=True)
@@ -154,7 +154,7 @@ def shared_index_dir(pytestconfig: pytest.Config) -> Path:
 @pytest.fixture(scope="session")
 def engine(shared_index_dir):
     """The real engine over the real built-in cases and the real model, dense loaded."""
-    from kb.search import Engine
+    from kb.search.engine import Engine
 
     eng = Engine.open(index_dir=shared_index_dir, progress=False)
     assert eng.load_dense(), eng.dense_error

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from textual import events
 
-from kb.search import Engine
+from kb.search.engine import Engine
 from tui.app import KbApp
 from tui.conversation import Conversation, Turn
 from tui.report import render_report
@@ -540,7 +540,7 @@ async def test_export_report(engine: Engine, tmp_path: Path, monkeypatch: pytest
 
 @pytest.mark.parametrize("anyio_backend", ["asyncio"])
 def test_report_renders_checks_and_abstention(anyio_backend: str) -> None:
-    from kb.runner import CheckResult
+    from kb.checks.runner import CheckResult
     from tui.conversation import CheckRecord
 
     conv = Conversation(turns=[Turn(label="x", text="```weird```")])
@@ -638,9 +638,9 @@ async def test_baseline_attached_after_an_answer_searches_the_latest_message_aga
 
 async def test_stacks_command_shows_the_odd_one_out_as_a_card(engine: Engine, monkeypatch: pytest.MonkeyPatch) -> None:
     """`/stacks` runs kb stacks in a worker and shows its answer (issue 27); here on dumps captured from a real job."""
-    from kb import hangs_analyse
-    from kb.hangs_dump import parse_json
-    from kb.hangs_find import TrainingProcess
+    from kb.hangs import analyse as hangs_analyse
+    from kb.hangs.dump import parse_json
+    from kb.hangs.find import TrainingProcess
 
     dumps_dir = Path(__file__).parent / "stacks_dumps"
 

@@ -168,7 +168,7 @@ def test_a_whole_log_pasted_with_cr_line_ends_gets_the_answer_of_the_same_log_wi
     as for the same log with LF; it was read as one line, its last (Hydra's HYDRA_FULL_ERROR hint)."""
     from test_paste_text import whole_log
 
-    from kb.logsearch import search_text
+    from kb.logs.logsearch import search_text
 
     log = whole_log()
     assert len(log) > 64 * 1024

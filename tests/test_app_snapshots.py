@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.caseset import CaseSet, load_cases
-from kb.search import Engine
+from kb.cases.caseset import CaseSet, load_cases
+from kb.search.engine import Engine
 from tui.app import KbApp
 from tui.widgets.prompt import PromptArea
 
@@ -107,13 +107,13 @@ def frozen(tmp_path_factory: pytest.TempPathFactory) -> tuple[Engine, CaseSet]:
 
 @pytest.fixture
 def app(frozen: tuple[Engine, CaseSet], monkeypatch: pytest.MonkeyPatch) -> KbApp:
-    import kb.runner
+    import kb.checks.runner
 
     # The interpreter path differs between machines.
-    monkeypatch.setattr(kb.runner, "interpreter_for", lambda check, python=None: (["bash"], "bash (bash, with your shell's environment)"))
+    monkeypatch.setattr(kb.checks.runner, "interpreter_for", lambda check, python=None: (["bash"], "bash (bash, with your shell's environment)"))
     # The case folder is a fresh temporary path on each run.
     monkeypatch.setattr("tui.widgets.card.short_path", lambda path: f"<cases>/{Path(str(path)).name}")
-    monkeypatch.setattr("kb.trust.trust_command", lambda folder: "kb trust <cases>")
+    monkeypatch.setattr("kb.cases.trust.trust_command", lambda folder: "kb trust <cases>")
     engine, caseset = frozen
     return KbApp(engine=engine, caseset=caseset, dense=False, cursor_blink=False)
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kb.casefile import MAX_CASE_BYTES, parse_case_file
-from kb.caseset import load_cases, validate
-from kb.index import open_index
-from kb.search import Engine
+from kb.cases.casefile import MAX_CASE_BYTES, parse_case_file
+from kb.cases.caseset import load_cases, validate
+from kb.index.opener import open_index
+from kb.search.engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -161,7 +161,7 @@ def test_catastrophic_regex_is_flagged_by_check_and_bounded_in_search(tmp_path: 
 
 
 def test_regex_risk_probe_catches_what_the_shape_test_misses() -> None:
-    from kb.regex_analysis import regex_risk
+    from kb.text.regex_analysis import regex_risk
 
     assert regex_risk(r"(a|aa)+$")  # alternation inside a repeat: caught by the probes
     assert regex_risk(r"(\w+\s?)*$")

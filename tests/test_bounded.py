@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.casefile import MAX_CHECKS, MAX_SIGNATURES, parse_case_text
+from kb.cases.casefile import MAX_CHECKS, MAX_SIGNATURES, parse_case_text
 from kb.cli import main
 
 HEAD = """---
@@ -117,8 +117,8 @@ def test_duplicate_check_name_check_is_linear() -> None:
 
 def test_one_regex_deadline_per_search(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Many slow regex signatures, each under its own limit, cannot make one search slow."""
-    from kb import signatures
-    from kb.search import Engine
+    from kb.search import signatures
+    from kb.search.engine import Engine
 
     monkeypatch.setattr(signatures, "SEARCH_REGEX_BUDGET_S", 0.3)
     folder = tmp_path / "cases"

@@ -17,26 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kb.background import (
-    default_healthy_dir,
-    healthy_findings,
-    read_healthy,
-    weak_signatures,
-)
-from kb.calibration import Outcome, diagram_svg, diagram_text, ece_bins, fit, summarize
-from kb.caseset import load_cases
-from kb.confidence import (
-    FEATURES,
-    MODEL_PATH,
-    ConfidenceFeatures,
-    Model,
-    ModelFileError,
-    grouped_folds,
-    load_model,
-    pick_high,
-)
-from kb.documents import build_doc
-from kb.stack import LABELS, detect
+from kb.cases.caseset import load_cases
+from kb.evaluation.calibration import Outcome, diagram_svg, diagram_text, ece_bins, fit, summarize
+from kb.index.documents import build_doc
+from kb.search.background import default_healthy_dir, healthy_findings, read_healthy, weak_signatures
+from kb.search.confidence import FEATURES, MODEL_PATH, ConfidenceFeatures, Model, ModelFileError, grouped_folds, load_model, pick_high
+from kb.text.stack import LABELS, detect
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,7 +99,7 @@ def test_real_other_stack_reports_are_recognised() -> None:
     assert missed == NO_STACK_MARKER
 
 
-# eval/other-stacks-heldout.jsonl: 40 pastes drawn after the markers of kb/stack.py were written
+# eval/other-stacks-heldout.jsonl: 40 pastes drawn after the markers of kb/text/stack.py were written
 # for eval/other-stacks.jsonl and never used to write them (eval/parts/README-stacksC.md). The
 # figures are held at the level measured when the markers were made general (17/40 stack named,
 # 36/40 declined; they were 12 and 33 with the markers written one per row) less 2 rows each.
@@ -154,7 +140,7 @@ def _our_stack_texts() -> list[tuple[str, str]]:
 
 
 def test_no_foreign_marker_fires_on_verls_own_pastes_and_logs() -> None:
-    from kb.stack import _FOREIGN_RES
+    from kb.text.stack import _FOREIGN_RES
 
     texts = _our_stack_texts()
     assert len(texts) > 400
@@ -263,7 +249,7 @@ def test_broad_and_generic_signatures_are_weak(tmp_path: Path) -> None:
 
 
 def test_weak_set_is_cached_beside_the_index_and_recomputed_when_cases_change(tmp_path: Path) -> None:
-    from kb.background import WEAK_CACHE, cached_weak_signatures
+    from kb.search.background import WEAK_CACHE, cached_weak_signatures
 
     cases = tmp_path / "cases"
     _write(cases, "mod-a", ["regex:RayTaskError\\(ModuleNotFoundError\\)", "No module named 'alpha_pkg'"])
@@ -301,7 +287,7 @@ def _write_tagged(folder: Path, case_id: str, sigs: list[str], tags: list[str], 
 
 
 def test_a_case_about_a_harmless_message_may_match_healthy_lines_but_never_outranks_a_real_error(tmp_path: Path) -> None:
-    from kb.search import Engine
+    from kb.search.engine import Engine
 
     cases = tmp_path / "cases"
     _write_tagged(cases, "benign-warning", ["Failed to read commit hash", "test_gen_batch meta info"], ["vllm", "harmless"],
@@ -340,7 +326,7 @@ def test_a_weak_signature_alone_cannot_make_high() -> None:
 
 
 def test_the_lines_pytorch_prints_with_every_cuda_error_are_generic() -> None:
-    from kb.background import specific_chars
+    from kb.search.background import specific_chars
 
     assert specific_chars("device-side assert triggered") < 4
     assert specific_chars("CUDA kernel errors might be asynchronously reported at some other API call") < 4
@@ -527,7 +513,7 @@ DEV = next((p for p in DEV_CANDIDATES if p.is_file()), None)
 
 @pytest.mark.slow
 def test_dev_floors_and_calibration(engine) -> None:
-    from kb.evaluate import evaluate, load_queries
+    from kb.evaluation.queries import evaluate, load_queries
 
     assert DEV is not None, f"dev queries missing: none of {DEV_CANDIDATES} exists (CI has them; a missing set fails, never skips)"
 
@@ -618,8 +604,8 @@ def test_kb_eval_fit_writes_a_loadable_model_and_leaves_the_committed_one(shared
 
 
 def test_rows_labelled_no_case_from_a_thread_a_case_cites_are_flagged() -> None:
-    from kb.calibration import stale_no_case_labels
-    from kb.evaluate import EvalQuery
+    from kb.evaluation.calibration import stale_no_case_labels
+    from kb.evaluation.queries import EvalQuery
 
     queries = [
         EvalQuery("r1", "x", [], 1, True, "https://github.com/verl-project/verl/issues/3027"),

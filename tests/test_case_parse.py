@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb.case_blocks import parse_body
-from kb.casefile import parse_case_text
+from kb.cases.blocks import parse_body
+from kb.cases.casefile import parse_case_text
 
 HEAD = """---
 id: attack
@@ -104,7 +104,7 @@ def test_prose_and_strings_may_hold_chinese() -> None:
 
 def test_the_views_render_the_parsed_blocks() -> None:
     """kb show, the app and 'Copy fix' render blocks from the one parse; a check block is labelled as the check."""
-    from kb.caseset import load_cases
+    from kb.cases.caseset import load_cases
     from kb.commands.show import render_body
 
     case = load_cases().get("world-size-device-count-mismatch")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.case_blocks import parse_attrs
-from kb.casefile import parse_case_file
-from kb.caseset import load_cases, validate
+from kb.cases.blocks import parse_attrs
+from kb.cases.casefile import parse_case_file
+from kb.cases.caseset import load_cases, validate
 
 GOOD = """---
 id: {id}

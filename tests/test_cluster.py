@@ -1,4 +1,4 @@
-"""`kb doctor --ray`: the cluster doctor (kb.cluster, kb.cluster_node, kb.cluster_report).
+"""`kb doctor --ray`: the cluster doctor (kb.cluster.driver, kb.cluster.node, kb.cluster.report).
 
 The fast tests need no Ray. The slow ones start a real local Ray cluster with
 `ray.cluster_utils.Cluster` (one CPU per node), run the real `kb doctor --ray`
@@ -22,18 +22,10 @@ from typing import Any
 
 import pytest
 
-from kb.caseset import load_cases
-from kb.cluster import ClusterError, node_code_hash, resolve_address, ship_checks
-from kb.cluster_node import ShippedCheck, node_env, run_checks
-from kb.cluster_report import (
-    EXACT_POINTERS,
-    PREFIX_POINTERS,
-    BadClusterReport,
-    differences,
-    format_cluster_report,
-    load_cluster_report,
-    pointed_cases,
-)
+from kb.cases.caseset import load_cases
+from kb.cluster.driver import ClusterError, node_code_hash, resolve_address, ship_checks
+from kb.cluster.node import ShippedCheck, node_env, run_checks
+from kb.cluster.report import EXACT_POINTERS, PREFIX_POINTERS, BadClusterReport, differences, format_cluster_report, load_cluster_report, pointed_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 HAVE_RAY = importlib.util.find_spec("ray") is not None
@@ -112,7 +104,7 @@ def test_the_node_runs_the_shipped_code_and_cancels_what_outlives_its_budget(tmp
 
 
 def test_only_trusted_checks_are_shipped_with_their_values_validated(write_case, tmp_path: Path) -> None:
-    from kb.trust import trust_folder
+    from kb.cases.trust import trust_folder
 
     folder = write_case("probe-case", [("bash {name=iface doctor=yes}", "nic=\"$KB_PARAM_NIC\"\necho \"$nic\"")], params={"nic": "eth9"})
     cases = load_cases([folder], include_builtin=False).cases
@@ -131,7 +123,7 @@ def test_ray_auto_needs_ray_address() -> None:
 
 
 def test_addresses_are_split_for_the_reachability_probe() -> None:
-    from kb.cluster import host_port
+    from kb.cluster.driver import host_port
 
     assert host_port("10.0.0.1:6379") == ("10.0.0.1", 6379)
     assert host_port("ray://head:10001") == ("head", 10001)
@@ -375,7 +367,7 @@ def test_node_code_hash_changes_with_the_node_side_code(tmp_path: Path) -> None:
     copy = tmp_path / "kb"
     shutil.copytree(ROOT / "kb", copy)
     assert node_code_hash(copy) == node_code_hash()
-    (copy / "runner.py").write_text((copy / "runner.py").read_text() + "\n# changed\n")
+    (copy / "checks" / "runner.py").write_text((copy / "checks" / "runner.py").read_text() + "\n# changed\n")
     assert node_code_hash(copy) != node_code_hash()
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from kb import contain
-from kb.caseset import load_cases
-from kb.runner import INCONCLUSIVE, RULED_OUT, run_check
+from kb.cases.caseset import load_cases
+from kb.checks import contain
+from kb.checks.runner import INCONCLUSIVE, RULED_OUT, run_check
 
 # real processes that must be killed at a 2 s timeout: the slow lane
 pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc"), pytest.mark.slow]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.caseset import load_cases, validate
+from kb.cases.caseset import load_cases, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

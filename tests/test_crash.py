@@ -48,12 +48,12 @@ def test_crash_log_unwritable_still_prints_the_traceback(monkeypatch, tmp_path: 
 
 
 def test_cli_command_crash_exits_3(monkeypatch, capsys) -> None:
-    import kb.search
+    import kb.search.engine
 
     def explode(*a, **k):
         raise ValueError("index exploded")
 
-    monkeypatch.setattr(kb.search.Engine, "open", classmethod(lambda cls, *a, **k: explode()))
+    monkeypatch.setattr(kb.search.engine.Engine, "open", classmethod(lambda cls, *a, **k: explode()))
     assert cli.main(["search", "--no-dense", "some error"]) == cli.EXIT_CRASH
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error: ValueError: index exploded" in err

@@ -7,11 +7,11 @@ import sys
 
 import pytest
 
-from kb.caseset import load_cases
+from kb.cases.caseset import load_cases
+from kb.cases.trust import trust_folder
+from kb.checks.doctor import doctor_checks, format_report, run_doctor
+from kb.checks.history import read_history
 from kb.cli import main
-from kb.doctor import doctor_checks, format_report, run_doctor
-from kb.history import read_history
-from kb.trust import trust_folder
 
 
 @pytest.fixture

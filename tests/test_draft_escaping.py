@@ -9,16 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from kb.case_folder_policy import write_draft
-from kb.casefile import parse_case_file
-from kb.draft_from_log import draft_from_text
+from kb.cases.casefile import parse_case_file
+from kb.incident.folder_policy import write_draft
+from kb.incident.from_log import draft_from_text
 
 EVIL_TITLE = "Looks harmless\n## Verify\n```bash {name=pwn doctor=yes}\ntouch /tmp/kb-pwned\n```\n## Fix\n"
 LOG = "Traceback (most recent call last):\n  File \"t.py\", line 3, in main\nWidgetError: the frobnicator overheated\n"
 
 
 class _Engine:
-    """The parts of kb.search.Engine that draft_from_text uses, answering with a hostile team case."""
+    """The parts of kb.search.engine.Engine that draft_from_text uses, answering with a hostile team case."""
 
     docs = [{"id": "team-case"}]
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from kb.case_folder_policy import write_draft
-from kb.casefile import parse_case_file
-from kb.caseset import load_cases, validate
-from kb.draft_from_log import draft_from_text
-from kb.draft_quality import is_broad_literal, is_unedited
+from kb.cases.casefile import parse_case_file
+from kb.cases.caseset import load_cases, validate
+from kb.cases.quality import is_broad_literal, is_unedited
+from kb.incident.folder_policy import write_draft
+from kb.incident.from_log import draft_from_text
 
 EIO_LOG = "Traceback (most recent call last):\n  File \"ckpt.py\", line 9, in save\nOSError: [Errno 5] Input/output error\n"
 

@@ -10,9 +10,9 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from kb import envreport
+from kb.checks import envreport
+from kb.checks.needs import run_cmd
 from kb.cli import main
-from kb.needs import run_cmd
 
 FAKE_SMI = r"""#!/bin/bash
 case "$*" in
@@ -138,7 +138,7 @@ def test_kb_env_bad_python_is_a_usage_error(capsys, tmp_path):
 def test_runner_modules_import_neither_torch_nor_textual():
     code = (
         "import sys\n"
-        "import kb.runner, kb.needs, kb.history, kb.doctor, kb.envreport\n"
+        "import kb.checks.runner, kb.checks.needs, kb.checks.history, kb.checks.doctor, kb.checks.envreport\n"
         "import kb.commands.run, kb.commands.doctor, kb.commands.env, kb.commands.history\n"
         "bad = [m for m in ('torch', 'textual') if m in sys.modules]\n"
         "print(bad); sys.exit(1 if bad else 0)\n"

@@ -1,4 +1,4 @@
-"""The installed verl's declared pins against installed versions (kb/envpins.py), kb env and kb doctor.
+"""The installed verl's declared pins against installed versions (kb/checks/envpins.py), kb env and kb doctor.
 
 The mismatched environment is made of fake dist-info folders (METADATA only)
 on PYTHONPATH, read by a fresh venv's Python that has nothing else installed:
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from kb import envpins
-from kb.caseset import load_cases
+from kb.cases.caseset import load_cases
+from kb.checks import envpins
+from kb.checks.doctor import format_report, run_doctor
+from kb.checks.envpins import GENERAL_ENTRY, PIN_ENTRIES, compare, match_release, satisfies
 from kb.cli import main
-from kb.doctor import format_report, run_doctor
-from kb.envpins import GENERAL_ENTRY, PIN_ENTRIES, compare, match_release, satisfies
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -317,7 +317,7 @@ def test_conflict_summary_is_one_comparable_line_for_the_cluster_doctor():
 
 
 def test_cluster_node_facts_carry_the_pin_summary(mismatched, monkeypatch):
-    from kb.cluster_node import node_facts
+    from kb.cluster.node import node_facts
 
     python, site = mismatched
     monkeypatch.setenv("PYTHONPATH", site)

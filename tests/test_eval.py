@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kb.evaluate import evaluate, load_queries
+from kb.evaluation.queries import evaluate, load_queries
 
 DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "dev.jsonl"
 
@@ -59,8 +59,8 @@ def test_cause_known_must_be_a_bool(tmp_path: Path) -> None:
 
 
 def test_family_entries_are_the_multi_cause_ones_with_a_discriminating_check() -> None:
-    from kb.caseset import load_cases
-    from kb.evaluate import family_ids
+    from kb.cases.caseset import load_cases
+    from kb.evaluation.queries import family_ids
 
     fam = family_ids(load_cases().cases)
     # triage entries the report sample labels cause-unknown rows with
@@ -127,9 +127,9 @@ def test_eval_logs_without_a_folder_works_outside_the_checkout(tmp_path, monkeyp
     a usage error that says what to pass (it failed on a bare relative path; issue 26)."""
     import pytest
 
-    from kb import paths
     from kb.commands import eval as eval_cmd
-    from kb.errors import UsageError
+    from kb.core import paths
+    from kb.core.errors import UsageError
 
     monkeypatch.chdir(tmp_path)
     args = eval_cmd_parser().parse_args(["eval", "--logs"])

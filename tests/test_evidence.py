@@ -1,13 +1,13 @@
-"""Typed evidence (kb/evidence.py): the sentences `why` keeps, and views that render from the typed fields (fast)."""
+"""Typed evidence (kb/search/evidence.py): the sentences `why` keeps, and views that render from the typed fields (fast)."""
 
 from __future__ import annotations
 
 import io
 from contextlib import redirect_stdout
 
-from kb.evidence import Evidence, Kind
-from kb.search import DEFAULT_WEIGHTS, Answer, Result, Weights
-from kb.signals import extract
+from kb.search.engine import DEFAULT_WEIGHTS, Answer, Result, Weights
+from kb.search.evidence import Evidence, Kind
+from kb.text.signals import extract
 
 LINE = "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled system error"
 OTHER_LINE = "RuntimeError: something else entirely"
@@ -90,7 +90,7 @@ def test_score_bands_live_in_weights() -> None:
 
 
 def test_verdict_styles_cover_every_runner_verdict() -> None:
-    from kb.runner import VERDICTS
+    from kb.checks.runner import VERDICTS
     from tui.widgets.transcript import verdict_style
 
     styles = [verdict_style(v) for v in VERDICTS]

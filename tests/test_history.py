@@ -8,10 +8,10 @@ import subprocess
 import sys
 import threading
 
-from kb import history
+from kb.checks import history
+from kb.checks.history import append, excerpt, history_path, read_history
 from kb.cli import main
-from kb.history import append, excerpt, history_path, read_history
-from kb.paths import data_dir
+from kb.core.paths import data_dir
 
 
 def entry(i: int, **extra) -> dict:
@@ -61,7 +61,7 @@ def test_concurrent_writers_from_threads_and_processes():
             append(entry(0, case=f"t{base}-{i}", output="z" * 3000))
 
     threads = [threading.Thread(target=write_many, args=(n,)) for n in range(4)]
-    code = ("import sys\nfrom kb.history import append\n"
+    code = ("import sys\nfrom kb.checks.history import append\n"
             "for i in range(25):\n    append({'case': f'p{sys.argv[1]}-{i}', 'output': 'w' * 3000})\n")
     procs = [subprocess.Popen([sys.executable, "-c", code, str(n)], env=dict(os.environ)) for n in range(3)]
     for t in threads:
@@ -103,7 +103,7 @@ def test_kb_history_text_and_json(capsys):
 
 def test_entry_for_keeps_the_documented_fields():
 
-    from kb.runner import CheckResult
+    from kb.checks.runner import CheckResult
 
     result = CheckResult(case="x", name="y", verdict="confirmed", exit_code=1, duration_s=0.5,
                          output="o" * 10_000, reason="exit status 1", params={"a": "b"}, started_at="2026-01-01T00:00:00+00:00")

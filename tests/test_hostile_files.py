@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from kb.case_folder_policy import NotWritable, write_draft
-from kb.caseset import load_cases
-from kb.draft_from_log import draft_from_text
-from kb.safe_text import dumps
+from kb.cases.caseset import load_cases
+from kb.core.safe_text import dumps
+from kb.incident.folder_policy import NotWritable, write_draft
+from kb.incident.from_log import draft_from_text
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -197,7 +197,7 @@ def _sparse_log(path: Path, size: int) -> None:
 
 def test_a_log_over_the_cap_keeps_its_real_tail_and_says_what_was_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """583 MB with the 512 MB cap: the file is sparse and the cap scaled down (the same code path)."""
-    import kb.signals as signals
+    import kb.text.signals as signals
 
     monkeypatch.setattr(signals, "MAX_INPUT_BYTES", 512 * 1024)
     log = tmp_path / "huge.log"
@@ -212,7 +212,7 @@ def test_a_log_over_the_cap_keeps_its_real_tail_and_says_what_was_not_read(tmp_p
 
 
 def test_a_log_under_the_cap_is_read_whole_without_a_note(tmp_path: Path) -> None:
-    from kb.signals import read_log_noted
+    from kb.text.signals import read_log_noted
 
     log = tmp_path / "small.log"
     log.write_text(LOG_TAIL, encoding="utf-8")
@@ -220,7 +220,7 @@ def test_a_log_under_the_cap_is_read_whole_without_a_note(tmp_path: Path) -> Non
 
 
 def test_10000_rank_logs_are_cut_at_512_with_a_note(tmp_path: Path) -> None:
-    from kb.logsearch import MAX_FILES, analyse_files
+    from kb.logs.logsearch import MAX_FILES, analyse_files
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -261,7 +261,7 @@ def test_fifos_in_the_index_folder_do_not_hang(tmp_path: Path) -> None:
 def test_a_planted_category_link_never_makes_kb_new_write_into_the_builtin_cases(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     builtin = tmp_path / "builtin-cases"
     (builtin / "uncategorized").mkdir(parents=True)
-    monkeypatch.setattr("kb.paths.builtin_cases_dir", lambda: builtin)
+    monkeypatch.setattr("kb.core.paths.builtin_cases_dir", lambda: builtin)
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "uncategorized").symlink_to(builtin / "uncategorized")
@@ -293,7 +293,7 @@ def test_kb_new_on_a_full_disk_leaves_no_empty_case_file(tmp_path: Path) -> None
 
 
 def test_escape_sequences_and_bad_utf8_in_log_file_names_are_made_visible(tmp_path: Path) -> None:
-    from kb.logsearch import analyse_files
+    from kb.logs.logsearch import analyse_files
 
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -307,7 +307,7 @@ def test_escape_sequences_and_bad_utf8_in_log_file_names_are_made_visible(tmp_pa
 
 
 def test_escape_sequences_in_the_lock_owner_file_are_made_visible(tmp_path: Path) -> None:
-    from kb import store
+    from kb.index import store
 
     (tmp_path / store.OWNER_NAME).write_text("4242\nnode\x1b[2J\x1b]0;owned\x07\n12:00:00\x1b[1G\n", encoding="utf-8")
     holder = store.lock_holder(tmp_path)

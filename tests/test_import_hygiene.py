@@ -13,7 +13,7 @@ def run_py(code: str) -> str:
 
 def test_import_kb_does_not_import_torch_or_textual() -> None:
     out = run_py(
-        "import sys, kb, kb.cli, kb.search, kb.index, kb.signals, kb.caseset, kb.runner, kb.evaluate\n"
+        "import sys, kb, kb.cli, kb.search.engine, kb.index.opener, kb.text.signals, kb.cases.caseset, kb.checks.runner, kb.evaluation.queries\n"
         "kb.cli.build_parser()\n"
         "print(sorted(m for m in ('torch', 'textual', 'sentence_transformers', 'transformers') if m in sys.modules))"
     )
@@ -23,7 +23,7 @@ def test_import_kb_does_not_import_torch_or_textual() -> None:
 def test_query_path_does_not_import_torch(shared_index_dir: Path, engine) -> None:
     out = run_py(
         "import sys\n"
-        "from kb.search import Engine\n"
+        "from kb.search.engine import Engine\n"
         f"e = Engine.open(index_dir={str(shared_index_dir)!r}, progress=False)\n"
         "assert e.load_dense(), e.dense_error\n"
         "a = e.search('NCCL error: unhandled system error')\n"

@@ -10,7 +10,7 @@ import os
 import stat
 from pathlib import Path
 
-from kb.case_folder_policy import save_incident
+from kb.incident.folder_policy import save_incident
 
 TOKEN = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
 PASTE = f"""export HF_TOKEN={TOKEN}

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kb import store
-from kb.index import open_index
-from kb.model import ModelError, ModelSpec, resolve_model, sha256_file, verify_weights
-from kb.search import Engine
+from kb.index import store
+from kb.index.model import ModelError, ModelSpec, resolve_model, sha256_file, verify_weights
+from kb.index.opener import open_index
+from kb.search.engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -168,7 +168,7 @@ def test_broken_model_leaves_lexical_search_working(tmp_path: Path) -> None:
 def test_index_of_an_older_tokenizer_or_document_builder_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
     # No model: lexical only, so the test builds quickly. An index built with other
     # tokens must not keep its BM25 matrices (or the cached tokens) once the tokenizer changes.
-    import kb.index_fingerprint as index_mod
+    import kb.index.fingerprint as index_mod
 
     no_model = tmp_path / "no-model"
     no_model.mkdir()

@@ -21,11 +21,11 @@ import numpy as np
 import pytest
 from casefiles import write_simple_cases
 
-import kb.index
-import kb.model_export
-from kb.errors import UsageError
-from kb.index import open_index
-from kb.search import Engine
+import kb.index.model_export
+import kb.index.opener
+from kb.core.errors import UsageError
+from kb.index.opener import open_index
+from kb.search.engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,8 +63,8 @@ def tiny(tmp_path: Path) -> tuple[Path, Path]:
 @pytest.fixture
 def hash_dense(monkeypatch: pytest.MonkeyPatch) -> None:
     info = {"enabled": True, "reason": "", "model": "hash", "model_path": "/nonexistent", "weights_sha256": "hash-encoder-test"}
-    monkeypatch.setattr(kb.model_export, "prepare_model", lambda root, spec, err, texts: (dict(info), HashEncoder()))
-    monkeypatch.setattr(kb.model_export, "export_check", lambda models, sha: {"weights_sha256": sha} if sha == info["weights_sha256"] else None)
+    monkeypatch.setattr(kb.index.model_export, "prepare_model", lambda root, spec, err, texts: (dict(info), HashEncoder()))
+    monkeypatch.setattr(kb.index.model_export, "export_check", lambda models, sha: {"weights_sha256": sha} if sha == info["weights_sha256"] else None)
 
 
 def open_tiny(team: Path, index_dir: Path, dense: bool = False):
@@ -215,8 +215,8 @@ def test_read_only_index_and_cache_fall_back_to_a_private_folder_and_say_where(t
 def test_a_read_only_index_that_is_current_is_used_as_it_is(tiny, tmp_path: Path, monkeypatch) -> None:
     team, index_dir = tiny
     built = open_tiny(team, index_dir)
-    real = kb.index.is_writable_dir
-    monkeypatch.setattr(kb.index, "is_writable_dir", lambda folder: False if Path(folder) == index_dir else real(folder))
+    real = kb.index.opener.is_writable_dir
+    monkeypatch.setattr(kb.index.opener, "is_writable_dir", lambda folder: False if Path(folder) == index_dir else real(folder))
     monkeypatch.setenv("KB_CACHE_DIR", str(tmp_path / "cache"))
     idx = open_tiny(team, index_dir)
     assert idx.generation == built.generation

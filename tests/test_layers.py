@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kb.case_folder_policy import NotWritable, target_folder
-from kb.caseset import case_folders, case_layers, load_cases
-from kb.config import load_config
-from kb.paths import builtin_cases_dir, config_dir, data_dir
+from kb.cases.caseset import case_folders, case_layers, load_cases
+from kb.core.config import load_config
+from kb.core.paths import builtin_cases_dir, config_dir, data_dir
+from kb.incident.folder_policy import NotWritable, target_folder
 
 CASE = """---
 id: {id}
@@ -121,7 +121,7 @@ def test_precedence_through_the_layers(layers: dict[str, Path]) -> None:
 def test_override_of_a_builtin_case_is_searched(layers: dict[str, Path], tmp_path: Path, shared_index_dir: Path, engine) -> None:
     import shutil
 
-    from kb.search import Engine
+    from kb.search.engine import Engine
 
     path = write_case(layers["personal"], "verl-module-not-found", "Personal note on No module named verl", overrides=True)
     index_dir = tmp_path / "index"

@@ -1,15 +1,15 @@
 """Issue 26's log reader: process deaths, a skipped collective, the first failure over a consequence, stage per stream, NaN runs.
 
 Fixtures are lines from real runs (eval/logs/made-*.log) and texts traced to their sources
-(kb/logdeath.py names them); fast except the two that load the real engine.
+(kb/logs/death.py names them); fast except the two that load the real engine.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kb.logdeath import Death, death_of, memory_pressure
-from kb.logsearch import analyse_files, analyse_text
+from kb.logs.death import Death, death_of, memory_pressure
+from kb.logs.logsearch import analyse_files, analyse_text
 
 ROOT = Path(__file__).resolve().parents[1]
 LOGS = ROOT / "eval" / "logs"
@@ -188,7 +188,7 @@ def test_a_nan_run_keeps_where_it_started_and_the_error() -> None:
 
 
 def test_sigkill_puts_the_host_oom_entry_first(engine) -> None:
-    from kb.logsearch import search_text
+    from kb.logs.logsearch import search_text
 
     for name in ("made-kill-rank1.log", "made-dataloader-killed.log"):
         answer = search_text(engine, (LOGS / name).read_text(), typed=False)
@@ -200,7 +200,7 @@ def test_sigkill_puts_the_host_oom_entry_first(engine) -> None:
 
 
 def test_rays_memory_monitor_keeps_its_own_entry(engine) -> None:
-    from kb.logsearch import search_text
+    from kb.logs.logsearch import search_text
 
     answer = search_text(engine, (LOGS / "made-ray-memory-monitor.log").read_text(), typed=False)
     assert answer.results and answer.results[0].id == "ray-oom-killer-memory-monitor"

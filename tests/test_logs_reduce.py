@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.evaluate_logs import LogEvalError, evaluate_logs, load_set
-from kb.logsearch import LogInputError, analyse_files, analyse_text, file_rank
-from kb.stage import Stage, contradicts
+from kb.evaluation.logs import LogEvalError, evaluate_logs, load_set
+from kb.logs.logsearch import LogInputError, analyse_files, analyse_text, file_rank
+from kb.logs.stage import Stage, contradicts
 
 ROOT = Path(__file__).resolve().parents[1]
 

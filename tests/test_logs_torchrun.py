@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kb.logsearch import analyse_files, analyse_text
+from kb.logs.logsearch import analyse_files, analyse_text
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT / "eval" / "logs" / "make" / "train.py"
@@ -98,7 +98,7 @@ def test_baseline_of_the_good_run_never_lowers_precision() -> None:
 
 def test_a_crash_after_steps_is_not_answered_with_a_startup_case(engine) -> None:
     """The issue's example: a job's own AttributeError at step 6 was answered with a rendezvous (start-up) case."""
-    from kb.logsearch import search_text
+    from kb.logs.logsearch import search_text
 
     log = (ROOT / "eval" / "logs" / "made-attr-step6.log").read_text()
     answer = search_text(engine, log)
@@ -111,7 +111,7 @@ def test_a_crash_after_steps_is_not_answered_with_a_startup_case(engine) -> None
 
 
 def test_the_busy_port_log_still_finds_its_startup_case(engine) -> None:
-    from kb.logsearch import search_text
+    from kb.logs.logsearch import search_text
 
     answer = search_text(engine, (ROOT / "eval" / "logs" / "made-busy-port.log").read_text())
     assert answer.results and answer.results[0].id == "address-already-in-use"

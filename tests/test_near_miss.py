@@ -1,9 +1,9 @@
-"""The same message with another quoted name is told apart from the case's own (kb.near_miss)."""
+"""The same message with another quoted name is told apart from the case's own (kb.search.near_miss)."""
 
 from __future__ import annotations
 
-from kb.evidence import Kind
-from kb.near_miss import near_miss
+from kb.search.evidence import Kind
+from kb.search.near_miss import near_miss
 
 SIG = "cannot import name '_timer' from 'verl.trainer.ppo.ray_trainer'"
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kb.case_folder_policy import NotWritable, write_draft
-from kb.casefile import REGEX_PREFIX, parse_case_file, parse_case_text, split_front_matter
-from kb.caseset import load_cases, validate
-from kb.draft_from_log import draft_from_text
-from kb.draft_signatures import is_linear, literal_for_line, regex_for_line
-from kb.paths import builtin_cases_dir
-from kb.signature_edit import add_signatures, insert_signatures
+from kb.cases.casefile import REGEX_PREFIX, parse_case_file, parse_case_text, split_front_matter
+from kb.cases.caseset import load_cases, validate
+from kb.core.paths import builtin_cases_dir
+from kb.incident.folder_policy import NotWritable, write_draft
+from kb.incident.from_log import draft_from_text
+from kb.incident.signature_edit import add_signatures, insert_signatures
+from kb.incident.signatures import is_linear, literal_for_line, regex_for_line
 
 WIDGET_LOG = """\
 2024-11-30 02:14:35,123 INFO starting step 37 on gpu-node-3.cluster.local
@@ -73,7 +73,7 @@ def _sigs(text: str) -> list[str]:
 
 @pytest.mark.parametrize("line", LINES, ids=range(len(LINES)))
 def test_proposed_signatures_compile_match_and_are_linear(line: str) -> None:
-    from kb.signals import clean_line
+    from kb.text.signals import clean_line
 
     cleaned, _ = clean_line(line)
     pattern = regex_for_line(cleaned)
@@ -256,7 +256,7 @@ def test_new_case_is_found_by_the_next_search(tmp_path: Path, index_copy: Path) 
 
 def test_standard_input_and_personal_folder_by_default(tmp_path: Path, index_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KB_CONFIG_DIR", str(tmp_path / "config"))  # no config.toml: personal = KB_DATA_DIR/cases
-    from kb.paths import data_dir
+    from kb.core.paths import data_dir
 
     res = kb("new", "--from-log", "-", "--no-dense", "--json", "--index-dir", str(index_copy), input=WIDGET_LOG)
     assert res.returncode == 0, res.stderr

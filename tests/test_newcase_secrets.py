@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kb.case_folder_policy import write_draft
-from kb.casefile import parse_case_file
-from kb.draft_from_log import draft_from_text
-from kb.redact import looks_random, redact
+from kb.cases.casefile import parse_case_file
+from kb.incident.folder_policy import write_draft
+from kb.incident.from_log import draft_from_text
+from kb.incident.redact import looks_random, redact
 
 # kind -> (error line, the secret values that must not reach the file)
 KINDS: dict[str, tuple[str, list[str]]] = {

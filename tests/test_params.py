@@ -17,11 +17,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb.casefile import parse_case_text
-from kb.caseset import load_cases
+from kb.cases.casefile import parse_case_text
+from kb.cases.caseset import load_cases
+from kb.cases.params import BadParam, env_name, value_error
+from kb.checks.runner import RULED_OUT, plan_check, run_check
 from kb.cli import main
-from kb.params import BadParam, env_name, value_error
-from kb.runner import RULED_OUT, plan_check, run_check
 
 CASE = """---
 id: typed

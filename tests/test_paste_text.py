@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from kb.commands.common import read_log_arg, read_query
-from kb.paste_text import named_file, normalise_line_endings
-from kb.signals import decode_bytes
+from kb.text.paste_text import named_file, normalise_line_endings
+from kb.text.signals import decode_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kb import needs
+from kb.checks import needs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -130,8 +130,8 @@ def _plant_pip(folder: Path) -> None:
 def test_builtin_doctor_check_running_python_m_pip_ignores_a_pip_py_here(hostile_cwd: Path) -> None:
     """The attack: a built-in doctor check runs `python3 -m pip`; on main it ran in the user's folder, so a
     pip.py lying there ran. Checks now run in a private folder with PYTHONSAFEPATH."""
-    from kb.caseset import load_cases
-    from kb.runner import run_check
+    from kb.cases.caseset import load_cases
+    from kb.checks.runner import run_check
 
     _plant_pip(hostile_cwd)
     case = load_cases().get("transformers-version-mismatch")
@@ -145,8 +145,8 @@ def test_builtin_doctor_check_running_python_m_pip_ignores_a_pip_py_here(hostile
 
 def test_checks_use_only_absolute_path_entries_and_never_the_current_folder(hostile_cwd: Path, write_case) -> None:
     """A relative PATH entry (here "" and ".") named the current folder: `pip` and `nvidia-smi` there ran."""
-    from kb.caseset import load_cases
-    from kb.runner import RULED_OUT, run_check
+    from kb.cases.caseset import load_cases
+    from kb.checks.runner import RULED_OUT, run_check
 
     _plant_pip(hostile_cwd)
     code = ('pip --version >/dev/null 2>&1; pip3 list >/dev/null 2>&1; nvidia-smi -L >/dev/null 2>&1\n'
@@ -162,8 +162,8 @@ def test_checks_use_only_absolute_path_entries_and_never_the_current_folder(host
 
 
 def test_python_checks_run_isolated() -> None:
-    from kb.casefile import Check
-    from kb.runner import interpreter_for
+    from kb.cases.casefile import Check
+    from kb.checks.runner import interpreter_for
 
     argv, desc = interpreter_for(Check("c", "python", "pass\n", 5.0, (), False, "", 1), sys.executable)
     assert argv[1:] == ["-I", "-u"] and "isolated" in desc

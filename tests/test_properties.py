@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kb.casefile import REGEX_PREFIX
-from kb.regex_analysis import required_literal
-from kb.signals import MAX_ERROR_LINES, MAX_LINE_CHARS, extract
-from kb.signatures import SignatureMatcher, canon
+from kb.cases.casefile import REGEX_PREFIX
+from kb.search.signatures import SignatureMatcher, canon
+from kb.text.regex_analysis import required_literal
+from kb.text.signals import MAX_ERROR_LINES, MAX_LINE_CHARS, extract
 
 LOGGY = st.sampled_from([
     "Traceback (most recent call last):\n", '  File "/a/b.py", line 3, in f\n', "RuntimeError: CUDA error: out of memory\n",
@@ -102,7 +102,7 @@ def test_prefiltered_matcher_equals_trying_every_signature(builtin_docs, data) -
 @functools.lru_cache(maxsize=1)
 def _builtin_regex_signatures() -> list[str]:
     """Loaded once: loading every case file for each of the 40 examples took 37 s of the suite."""
-    from kb.caseset import load_cases
+    from kb.cases.caseset import load_cases
 
     return sorted({s[len(REGEX_PREFIX):].strip() for c in load_cases().cases for s in c.signatures if s.startswith(REGEX_PREFIX)})
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kb.casefile import Case, parse_case_file, parse_case_text
-from kb.caseset import case_files
+from kb.cases.casefile import Case, parse_case_file, parse_case_text
+from kb.cases.caseset import case_files
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "cases"

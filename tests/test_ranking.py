@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kb.search import case_cosines
+from kb.search.engine import case_cosines
 
 
 def _unit(*xs: float) -> np.ndarray:
@@ -37,8 +37,8 @@ def test_non_candidates_and_single_vector_cases() -> None:
 
 
 def test_regex_signatures_read_as_the_message_they_match() -> None:
-    from kb.documents import regex_words
-    from kb.tokenize import tokenize
+    from kb.index.documents import regex_words
+    from kb.text.tokenize import tokenize
 
     text = regex_words(r"Multimodal prompt produced \d+ tokens, exceeding rollout\.prompt_length=\d+")
     assert text == "Multimodal prompt produced tokens, exceeding rollout.prompt_length="

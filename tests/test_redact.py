@@ -1,10 +1,10 @@
-"""kb.redact: every kind of secret and identity is replaced; the error text around it stays."""
+"""kb.incident.redact: every kind of secret and identity is replaced; the error text around it stays."""
 
 from __future__ import annotations
 
 import pytest
 
-from kb.redact import Redactor, redact
+from kb.incident.redact import Redactor, redact
 
 # (line, the secret that must go, the placeholder that must appear)
 CASES = [

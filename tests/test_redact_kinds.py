@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from kb.case_folder_policy import write_draft
-from kb.casefile import parse_case_file
-from kb.draft_from_log import draft_from_text
-from kb.redact import redact
+from kb.cases.casefile import parse_case_file
+from kb.incident.folder_policy import write_draft
+from kb.incident.from_log import draft_from_text
+from kb.incident.redact import redact
 
 # kind -> (error line, secrets that must not reach the file, what the redacted line must still say)
 KINDS: dict[str, tuple[str, list[str], str]] = {

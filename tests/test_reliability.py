@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from casefiles import write_simple_cases
 
-from kb import store
-from kb.index import open_index
-from kb.model import resolve_model
-from kb.search import Engine
+from kb.index import store
+from kb.index.model import resolve_model
+from kb.index.opener import open_index
+from kb.search.engine import Engine
 
 ROOT = Path(__file__).resolve().parent.parent
 SHA = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
@@ -167,8 +167,8 @@ def test_damaged_onnx_export_is_detected_and_exported_again(small_index, monkeyp
     # The export itself needs torch (~30 s here); stand in for it with the known-good file, and for
     # the sentence-transformers reference with the same ONNX, so the test checks the detection and
     # the re-export path, not torch.
-    import kb.model
-    from kb.encoder import OnnxEncoder
+    import kb.index.model
+    from kb.index.encoder import OnnxEncoder
 
     calls = []
 
@@ -179,8 +179,8 @@ def test_damaged_onnx_export_is_detected_and_exported_again(small_index, monkeyp
     def fake_reference(spec, texts):
         return OnnxEncoder(pristine, spec.path / "tokenizer.json", threads=2).encode(texts)
 
-    monkeypatch.setattr(kb.model, "export_onnx", fake_export)
-    monkeypatch.setattr(kb.model, "torch_embeddings", fake_reference)
+    monkeypatch.setattr(kb.index.model, "export_onnx", fake_export)
+    monkeypatch.setattr(kb.index.model, "torch_embeddings", fake_reference)
     fixed = open_index([team], index_dir=index_dir, include_builtin=False, progress=False)
     assert len(calls) == 1, "the damaged export was not detected"
     assert any("ONNX export" in n and "damaged" in n for n in fixed.status.notes), fixed.status.notes

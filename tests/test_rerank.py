@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from kb.confidence import FEATURES, ConfidenceFeatures, Model
-from kb.evidence import Evidence, Kind
-from kb.search_rerank import RANK_FEATURES, RankModel, candidate_features, fit_conditional_logit, rerank_order
-from kb.search_versions import VersionJudgement
+from kb.search.confidence import FEATURES, ConfidenceFeatures, Model
+from kb.search.evidence import Evidence, Kind
+from kb.search.rerank import RANK_FEATURES, RankModel, candidate_features, fit_conditional_logit, rerank_order
+from kb.search.versions import VersionJudgement
 
 UNKNOWN = VersionJudgement("unknown")
 

@@ -1,4 +1,4 @@
-"""kb.runner and `kb run`: real case files, real subprocesses, real process groups."""
+"""kb.checks.runner and `kb run`: real case files, real subprocesses, real process groups."""
 
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from kb import runner
-from kb.caseset import load_cases
+from kb.cases.caseset import load_cases
+from kb.cases.trust import trust_folder
+from kb.checks import runner
+from kb.checks.history import read_history
+from kb.checks.needs import target_python
+from kb.checks.runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED, MissingParams, plan_check, run_check
 from kb.cli import main
-from kb.history import read_history
-from kb.needs import target_python
-from kb.runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED, MissingParams, plan_check, run_check
-from kb.trust import trust_folder
 
 
 def load(folder: Path, case_id: str):

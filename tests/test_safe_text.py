@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.casefile import parse_case_text
+from kb.cases.casefile import parse_case_text
 from kb.cli import main
-from kb.safe_text import dumps, visible, visible_block
+from kb.core.safe_text import dumps, visible, visible_block
 
 # Anything a terminal would act on or that reorders text.
 RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -101,7 +101,7 @@ def test_tab_and_crlf_are_fine(tmp_path: Path) -> None:
 def test_kb_run_shows_and_streams_escapes_visibly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "cases"
     write(folder, code='printf "out \\033[2K\\033]0;t\\007 end\\n"')
-    from kb.trust import trust_folder
+    from kb.cases.trust import trust_folder
 
     trust_folder(folder)
     value = "a\x1b[2Kb\u202ec"
@@ -120,9 +120,9 @@ def test_kb_run_shows_and_streams_escapes_visibly(tmp_path: Path, capsys: pytest
 
 
 def test_kb_doctor_report_shows_output_escapes_visibly(tmp_path: Path) -> None:
-    from kb.caseset import load_cases
-    from kb.doctor import format_report, run_doctor
-    from kb.trust import trust_folder
+    from kb.cases.caseset import load_cases
+    from kb.cases.trust import trust_folder
+    from kb.checks.doctor import format_report, run_doctor
 
     folder = tmp_path / "cases"
     path = write(folder, code='printf "evidence \\033[2J\\033[H wiped\\n"; exit 1')

@@ -39,7 +39,7 @@ def test_nccl_paste_finds_the_case_first_with_reasons(engine) -> None:
     assert any(w.startswith("dense similarity") for w in top.why)
     assert any("unhandled system error" in line for line in answer.searched_for)
     # the same reasons, typed: each signature hit names its signature and the pasted line it matched
-    from kb.evidence import Kind
+    from kb.search.evidence import Kind
 
     assert top.why == [e.text for e in top.evidence]
     sig = [e for e in top.evidence if e.kind is Kind.SIGNATURE]
@@ -148,7 +148,7 @@ def test_k_does_not_change_the_top_answers_confidence(engine) -> None:
 def test_healthy_step_metrics_are_not_answered_medium_without_the_dense_model(engine) -> None:
     """A healthy run's step-metric lines (eval/healthy) got three "medium" answers from shared words alone when
     the fitted model cannot run (no dense scorer: the app's first seconds, --no-dense). Now low, as with it."""
-    from kb.logsearch import search_text
+    from kb.logs.logsearch import search_text
 
     lines = (Path(__file__).resolve().parent.parent / "eval/healthy/public-verl-step-metrics.log").read_text().splitlines()
     for text in ("\n".join(lines[:3]), lines[1]):

@@ -1,10 +1,10 @@
-"""Versions read from a paste and from an entry's `versions` front matter (kb.search_versions)."""
+"""Versions read from a paste and from an entry's `versions` front matter (kb.search.versions)."""
 
 from __future__ import annotations
 
 import pytest
 
-from kb.search_versions import entry_ranges, judge, paste_versions
+from kb.search.versions import entry_ranges, judge, paste_versions
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from kb.signals import clean_line, extract, normalise
+from kb.text.signals import clean_line, extract, normalise
 
 # (name, raw line, expected cleaned line)
 CLEAN_CASES = [

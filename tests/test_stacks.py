@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from kb.hangs_analyse import ENTRIES, FAMILY, analyse, classify, format_analysis, stacks_report
-from kb.hangs_dump import Dump, Frame, Thread, dump_one, parse_json, parse_text, py_spy_path
-from kb.hangs_find import TrainingProcess, descendants, find_training_processes
-from kb.hangs_find import classify as classify_process
+from kb.hangs.analyse import ENTRIES, FAMILY, analyse, classify, format_analysis, stacks_report
+from kb.hangs.dump import Dump, Frame, Thread, dump_one, parse_json, parse_text, py_spy_path
+from kb.hangs.find import TrainingProcess, descendants, find_training_processes
+from kb.hangs.find import classify as classify_process
 
 HERE = Path(__file__).parent
 DUMPS = HERE / "stacks_dumps"
@@ -178,8 +178,8 @@ def test_a_dataloader_worker_inherits_rank_but_is_found_as_that_rank_s_child(tmp
 
 
 def test_without_py_spy_the_command_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from kb import hangs_dump
     from kb.cli import main
+    from kb.hangs import dump as hangs_dump
 
     monkeypatch.setattr(hangs_dump, "py_spy_path", lambda: None)
     assert main(["stacks", "--pid", str(os.getpid())]) == 2
@@ -395,8 +395,8 @@ open(os.environ["READY"], "a").write(os.environ["RANK"] + "\\n")
 
 @needs_spy
 def test_the_doctor_step_names_the_odd_rank_and_is_silent_without_training_processes(tmp_path: Path) -> None:
-    from kb.doctor import DoctorReport, format_report
-    from kb.hangs_analyse import doctor_step
+    from kb.checks.doctor import DoctorReport, format_report
+    from kb.hangs.analyse import doctor_step
 
     assert doctor_step(within=set()) is None
     ready = tmp_path / "ready"
@@ -422,7 +422,7 @@ def test_the_doctor_step_names_the_odd_rank_and_is_silent_without_training_proce
 
 
 def test_a_yama_scope_that_forbids_ptrace_is_said_before_any_dump() -> None:
-    from kb.hangs_dump import ptrace_refused
+    from kb.hangs.dump import ptrace_refused
 
     assert ptrace_refused(scope=0, euid=1000) == "" and ptrace_refused(scope=1, euid=1000) == ""
     assert ptrace_refused(scope=2, euid=0) == ""

@@ -1,6 +1,6 @@
 """The BM25 tokenizer keeps identifiers whole, splits them too, and handles Chinese."""
 
-from kb.tokenize import tokenize
+from kb.text.tokenize import tokenize
 
 
 def test_identifiers_stay_whole_and_yield_parts() -> None:
@@ -47,7 +47,7 @@ def test_stopwords_removed() -> None:
 
 
 def test_explanations_show_words_not_stems_and_chinese_runs() -> None:
-    from kb.tokenize import display_terms, tokenize
+    from kb.text.tokenize import display_terms, tokenize
 
     q = "训练卡住了 torch.distributed hangs in utils"
     shown = display_terms(tokenize(q), q)
@@ -58,7 +58,7 @@ def test_explanations_show_words_not_stems_and_chinese_runs() -> None:
 
 
 def test_negated_errors_are_left_out_of_the_query() -> None:
-    from kb.tokenize import drop_negated, tokenize
+    from kb.text.tokenize import drop_negated, tokenize
 
     assert "报错" not in tokenize(drop_negated("训练卡住了，没有报错"))
     assert "error" not in tokenize(drop_negated("it hangs with no error at all"))
@@ -72,7 +72,7 @@ def test_cli_flag_and_config_key_are_one_token() -> None:
     assert "tensor_parallel_size" in flag
     assert "tensor_parallel_size" in tokenize("rollout.tensor_parallel_size=16")
     assert {"tensor", "parallel", "size"} <= set(flag)  # the parts still match one by one
-    from kb.tokenize import display_terms
+    from kb.text.tokenize import display_terms
 
     assert display_terms(["tensor_parallel_size"], "--gpu-memory-utilization --tensor-parallel-size 16") == ["tensor-parallel-size"]
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kb.caseset import load_cases
+from kb.cases.caseset import load_cases
 from kb.cli import main
-from kb.paths import builtin_cases_dir
+from kb.core.paths import builtin_cases_dir
 
 CASE = """---
 id: {id}
@@ -121,7 +121,7 @@ def test_trust_list_and_revoke(team: tuple[Path, Path], capsys: pytest.CaptureFi
     rc, out, _ = run_kb(capsys, "trust", "--list", "--json")
     records = json.loads(out)["folders"]
     assert [(r["folder"], r["current"]) for r in records] == [(str(folder.resolve()), True)]
-    from kb.paths import data_dir
+    from kb.core.paths import data_dir
 
     assert json.loads(out)["file"] == str(data_dir() / "trust.json")
     rc, out, _ = run_kb(capsys, "trust", "--revoke", str(folder))
@@ -159,7 +159,7 @@ def test_run_confirmed_once_on_a_terminal_runs_and_says_untrusted(team: tuple[Pa
     monkeypatch.setattr(sys, "stdin", io.StringIO("y\n"))
     rc, out, _ = run_kb(capsys, "run", "team-widget-broken")
     assert rc == 0 and marker.exists()  # confirmed after seeing the code: runs this once
-    from kb.trust import list_trusted
+    from kb.cases.trust import list_trusted
 
     assert list_trusted() == []  # ... and trusts nothing
 
@@ -206,7 +206,7 @@ def test_show_and_run_name_layer_file_and_override(override: tuple[Path, Path], 
 
 
 def test_doctor_report_names_the_override(override: tuple[Path, Path]) -> None:
-    from kb.doctor import format_report, run_doctor
+    from kb.checks.doctor import format_report, run_doctor
 
     team_file, builtin_file = override
     case = load_cases().get("nccl-unhandled-system-error")
@@ -239,7 +239,7 @@ def test_same_id_twice_in_one_folder_is_an_error_whatever_overrides_says(tmp_pat
 
 
 def test_app_card_names_layer_and_override(override: tuple[Path, Path]) -> None:
-    from kb.search import Result
+    from kb.search.engine import Result
     from tui.widgets.card import render_card
 
     team_file, builtin_file = override
@@ -257,7 +257,7 @@ def test_app_run_dialog_says_untrusted_shows_code_visibly_and_can_trust(team: tu
     from textual.app import App
     from textual.widgets import Button, Static
 
-    from kb.trust import case_trust
+    from kb.cases.trust import case_trust
     from tui.screens.confirm import ConfirmRunScreen
 
     folder, marker = team
@@ -294,7 +294,7 @@ def test_app_run_dialog_says_untrusted_shows_code_visibly_and_can_trust(team: tu
 
 def test_trust_is_judged_on_the_bytes_that_were_loaded(team: tuple[Path, Path]) -> None:
     """A file swapped after loading: the loaded cases keep the loaded hash; trusting them records that hash."""
-    from kb.trust import case_trust, folder_hash, trust_folder
+    from kb.cases.trust import case_trust, folder_hash, trust_folder
 
     folder, marker = team
     case = load_cases().get("team-widget-broken")
@@ -337,7 +337,7 @@ def test_a_symlink_leaving_the_folder_is_refused(team: tuple[Path, Path], tmp_pa
     (folder / "config" / "helper.sh").symlink_to(outside)
     rc, _, err = run_kb(capsys, "trust", str(folder), "--yes")
     assert rc == 2 and "helper.sh is a symlink to" in err and "outside the folder" in err
-    from kb.trust import case_trust
+    from kb.cases.trust import case_trust
 
     state = case_trust(load_cases().get("team-widget-broken"))
     assert not state.trusted
@@ -380,7 +380,7 @@ def test_trust_shows_the_code_then_the_diff_and_asks(team: tuple[Path, Path], ca
 
 
 def _reason() -> str:
-    from kb.trust import case_trust
+    from kb.cases.trust import case_trust
 
     case = load_cases().get("team-widget-broken")
     return case_trust(case).reason if case is not None else ""

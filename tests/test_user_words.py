@@ -1,8 +1,8 @@
-"""The sentence a user typed above a pasted log is searched with its error lines (kb.user_words)."""
+"""The sentence a user typed above a pasted log is searched with its error lines (kb.text.user_words)."""
 
 from __future__ import annotations
 
-from kb.user_words import is_prose, leading_words
+from kb.text.user_words import is_prose, leading_words
 
 TRACE = """Traceback (most recent call last):
   File "/opt/conda/lib/python3.11/site-packages/trl/trainer/grpo_trainer.py", line 657, in __init__
@@ -36,7 +36,7 @@ def test_log_and_code_lines_are_not_prose() -> None:
 
 
 def test_a_pasted_log_is_searched_with_the_users_words(engine) -> None:
-    from kb.logsearch import search_text
+    from kb.logs.logsearch import search_text
 
     answer = search_text(engine, "Rollout with vllm max_num_batched_tokens smaller than max_model_len\n" + TRACE)
     assert answer.searched_for[0] == "Rollout with vllm max_num_batched_tokens smaller than max_model_len"
@@ -51,7 +51,7 @@ def test_escape_codes_in_the_users_words_do_not_reach_the_query() -> None:
 
 def test_a_log_read_from_a_file_has_no_user_words(engine) -> None:
     # A log file's opening lines are the program's, not a person's: `kb search --file` and a pipe pass typed=False.
-    from kb.logsearch import search_text
+    from kb.logs.logsearch import search_text
 
     log = "Rollout with vllm max_num_batched_tokens smaller than max_model_len\n" + TRACE
     answer = search_text(engine, log, typed=False)

@@ -36,7 +36,7 @@ def test_wheel_ships_the_builtin_cases_and_they_load(tmp_path: Path) -> None:
     assert len([n for n in names if n.startswith("kb_cases/") and n.endswith(".md")]) == n_cases
     assert "kb/cli.py" in names and any(n.startswith("tui/") and n.endswith(".tcss") for n in names)
     # data files kb reads at run time: the confidence model, verl's declared pins (kb env, kb doctor)
-    assert "kb/confidence.json" in names and "kb/data/verl_pins.json" in names
+    assert "kb/search/confidence.json" in names and "kb/checks/data/verl_pins.json" in names
 
     target = tmp_path / "site"
     install = subprocess.run(pip + ["install", "--no-index", "--no-deps", "--target", str(target), str(wheel)],
@@ -47,7 +47,7 @@ def test_wheel_ships_the_builtin_cases_and_they_load(tmp_path: Path) -> None:
     elsewhere.mkdir()
     env = dict(os.environ, PYTHONPATH=str(target))
     probe = subprocess.run(
-        [sys.executable, "-c", "import kb, kb.paths; print(kb.__file__); print(kb.paths.builtin_cases_dir()); print(kb.paths.is_checkout())"],
+        [sys.executable, "-c", "import kb, kb.core.paths; print(kb.__file__); print(kb.core.paths.builtin_cases_dir()); print(kb.core.paths.is_checkout())"],
         capture_output=True, text=True, env=env, timeout=120, cwd=elsewhere,
     )
     assert probe.returncode == 0, probe.stderr
@@ -56,7 +56,7 @@ def test_wheel_ships_the_builtin_cases_and_they_load(tmp_path: Path) -> None:
     assert Path(cases_dir) == target / "kb_cases"
     check = subprocess.run([sys.executable, "-m", "kb.cli", "check"], capture_output=True, text=True, env=env, timeout=300, cwd=elsewhere)
     assert check.returncode == 0, check.stdout[-3000:] + check.stderr[-2000:]
-    from kb.caseset import load_cases
+    from kb.cases.caseset import load_cases
 
     expected = len(load_cases().cases)  # what the checkout loads
     assert f"{expected} cases loaded from 1 folder(s); 0 error(s)" in check.stdout, check.stdout[-2000:]

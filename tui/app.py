@@ -25,8 +25,8 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.timer import Timer
 
-from kb.errors import EXIT_CRASH
-from kb.safe_text import visible
+from kb.core.errors import EXIT_CRASH
+from kb.core.safe_text import visible
 
 from .conversation import CheckRecord, Conversation
 from .messages import CheckFinished, ChecksIdle, DenseLoaded, EngineFailed, EngineReady
@@ -36,8 +36,8 @@ from .screens.chat import ChatScreen
 if TYPE_CHECKING:
     # Imported by the start-up worker after the first paint (numpy, faiss, the
     # case parser, rich's Markdown): importing them first cost over a second.
-    from kb.caseset import CaseSet
-    from kb.search import Engine
+    from kb.cases.caseset import CaseSet
+    from kb.search.engine import Engine
 
 
 def warm_case_view() -> None:
@@ -183,12 +183,12 @@ class KbApp(App[int]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="engine", description="opening the index")
     def _open_engine(self) -> None:
         try:
-            from kb.caseset import load_cases  # after the first paint (see the note at the imports)
-            from kb.search import Engine
+            from kb.cases.caseset import load_cases  # after the first paint (see the note at the imports)
+            from kb.search.engine import Engine
 
             if self.engine is None:
-                from kb.index_folder import choose_root
-                from kb.store import current_generation
+                from kb.index.folder import choose_root
+                from kb.index.store import current_generation
 
                 if current_generation(choose_root(self.index_dir)[0]) is None:
                     self.call_from_thread(
@@ -262,7 +262,7 @@ class KbApp(App[int]):
 
     def find_case(self, case_id: str):
         if case_id in self.drafted:  # drafted this session: read as it is now (the user may be editing it)
-            from kb.casefile import parse_case_file
+            from kb.cases.casefile import parse_case_file
 
             drafted, _ = parse_case_file(self.drafted[case_id])
             if drafted is not None:
@@ -275,7 +275,7 @@ class KbApp(App[int]):
             # A case the index knows but the loaded case set does not (e.g. edited since): parse its file.
             for doc in self.engine.docs:
                 if doc["id"] == case_id:
-                    from kb.casefile import parse_case_file
+                    from kb.cases.casefile import parse_case_file
 
                     case, _ = parse_case_file(Path(doc["path"]))
                     return case
@@ -307,7 +307,7 @@ class KbApp(App[int]):
             self.busy("check", None)
 
     def stop_checks(self, timeout: float) -> None:
-        """Cancel every running check and wait until its processes are gone (kb.runner kills them)."""
+        """Cancel every running check and wait until its processes are gone (kb.checks.runner kills them)."""
         running = list(self._checks.items())
         for _, cancel in running:
             cancel.set()
@@ -348,7 +348,7 @@ class KbApp(App[int]):
         self.last_new_case = outcome
         drafted_id = ""
         if outcome.draft_path is not None:
-            from kb.casefile import parse_case_file
+            from kb.cases.casefile import parse_case_file
 
             case, _ = parse_case_file(outcome.draft_path)
             drafted_id = case.id if case is not None else ""
@@ -409,7 +409,7 @@ class KbApp(App[int]):
 def keep_conversation(app: KbApp) -> Path | None:
     """After a crash: the conversation as an incident report in `<data dir>/crashes/`, so nothing
     pasted or answered is lost; None when there was nothing to keep or it could not be written."""
-    from kb.paths import data_dir
+    from kb.core.paths import data_dir
 
     from .report import write_report
 
@@ -439,9 +439,9 @@ def run_app(args: argparse.Namespace) -> int:
     """Run the app with the options `kb` parsed (kb/cli.py owns the one parser).
 
     Once the app has returned, the process ends at once (os._exit): running
-    checks are cancelled and waited for (kb.runner kills each one's process
+    checks are cancelled and waited for (kb.checks.runner kills each one's process
     group), a new case's draft being written is finished, output is flushed;
-    an index being built is left behind (kb.store publishes a generation only
+    an index being built is left behind (kb.index.store publishes a generation only
     once it is complete: the next start builds it again). A normal
     exit would first wait for worker threads (an index still opening, the
     dense model loading) and tear down numpy and the rest: over a second.

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the engine is imported by the start-up worker, not before the first paint
-    from kb.runner import CheckResult
-    from kb.search import Answer
+    from kb.checks.runner import CheckResult
+    from kb.search.engine import Answer
 
 # A follow-up sees the earlier turns through `context`; more than this would
 # drown the new message in old text (search appends context after the focus).

@@ -6,10 +6,10 @@ from typing import TYPE_CHECKING
 
 from textual.message import Message
 
-if TYPE_CHECKING:  # kb.search pulls numpy: not before the first paint
-    from kb.caseset import CaseSet
-    from kb.runner import CheckResult
-    from kb.search import Answer, Engine
+if TYPE_CHECKING:  # kb.search.engine pulls numpy: not before the first paint
+    from kb.cases.caseset import CaseSet
+    from kb.checks.runner import CheckResult
+    from kb.search.engine import Answer, Engine
 
 
 class EngineReady(Message):

@@ -1,8 +1,8 @@
 """Start a new case from a paste kb could not match (ctrl+r in the chat).
 
 The paste is always saved first, redacted as `kb new` redacts a draft and readable by
-its owner only (`<data dir>/incidents/`, kb.case_folder_policy.save_incident), then
-kb.draft_from_log drafts a case from it the way `kb new --from-log` does: into the
+its owner only (`<data dir>/incidents/`, kb.incident.folder_policy.save_incident), then
+kb.incident.from_log drafts a case from it the way `kb new --from-log` does: into the
 personal (or team) case folder, never over an existing file, and not at all
 when an existing case already matches (then it says which, and the command that adds
 the signature to it, runnable as shown).
@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kb.case_folder_policy import add_to_hint, folder_ids, save_incident, target_folder, write_draft
-from kb.draft_from_log import draft_from_text
-from kb.paths import data_dir
+from kb.core.paths import data_dir
+from kb.incident.folder_policy import add_to_hint, folder_ids, save_incident, target_folder, write_draft
+from kb.incident.from_log import draft_from_text
 
 
 @dataclass
@@ -31,7 +31,7 @@ def save_paste(text: str) -> Path:
 
 
 def start_new_case(text: str, engine: Any = None, case_dirs: list[Path] | None = None) -> NewCaseOutcome:
-    """Save the paste, then draft a case from it with kb.draft_from_log (as `kb new --from-log`). Blocking: run in a worker."""
+    """Save the paste, then draft a case from it with kb.incident.from_log (as `kb new --from-log`). Blocking: run in a worker."""
     log_path = save_paste(text)
     try:
         folder = target_folder(None)

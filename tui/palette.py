@@ -6,7 +6,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from kb.safe_text import visible
+from kb.core.safe_text import visible
 
 MAX_HITS = 30
 

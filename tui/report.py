@@ -6,7 +6,7 @@ import datetime as _dt
 import os
 from pathlib import Path
 
-from kb.paths import data_dir
+from kb.core.paths import data_dir
 
 from .conversation import Conversation
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from kb.search import Engine
+    from kb.search.engine import Engine
 
 
 class AppState(Protocol):

@@ -11,9 +11,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..caseset import load_cases, validate
-from ..errors import UsageError
-from ..safe_text import dumps
+from kb.cases.caseset import load_cases, validate
+from kb.core.errors import UsageError
+from kb.core.safe_text import dumps
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -30,7 +30,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..background import default_healthy_dir, healthy_problems, weak_signatures
+    from kb.search.background import default_healthy_dir, healthy_problems, weak_signatures
 
     caseset = load_cases(args.cases, include_builtin=not args.only)
     problems = validate(caseset)
@@ -42,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
     notes = [p for p in problems if p.severity == "note"]
     weak: dict[tuple[str, str], str] = {}
     if args.weak:
-        from ..background import cross_case_findings
-        from ..documents import build_doc
-        from ..evaluate import EvalFileError, load_queries
+        from kb.evaluation.queries import EvalFileError, load_queries
+        from kb.index.documents import build_doc
+        from kb.search.background import cross_case_findings
 
         docs = [build_doc(c) for c in caseset.cases]
         weak = weak_signatures(docs)

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
-from ..safe_text import visible
+from kb.core.errors import UsageError
+from kb.core.safe_text import visible
 
 
 def add_index_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
@@ -19,7 +19,7 @@ def add_index_options(p: argparse.ArgumentParser | argparse._ArgumentGroup) -> N
 def read_log_arg(name: str | Path) -> str:
     """A log named on the command line ('-' for standard input); a read error is a usage error.
 
-    When the log was too big to read whole, says so on standard error (kb.signals.read_log_noted)."""
+    When the log was too big to read whole, says so on standard error (kb.text.signals.read_log_noted)."""
     text, note = read_log_arg_noted(name)
     if note:
         sys.stderr.write(f"kb: {note}\n")
@@ -28,7 +28,7 @@ def read_log_arg(name: str | Path) -> str:
 
 def read_log_arg_noted(name: str | Path) -> tuple[str, str]:
     """`read_log_arg` with the note kept for the caller (`kb search` puts it into the answer's notes)."""
-    from ..signals import read_log_noted  # kb.signals compiles many patterns; the app's start does not need it
+    from kb.text.signals import read_log_noted  # kb.signals compiles many patterns; the app's start does not need it
 
     if str(name) == "-":
         return read_log_noted(sys.stdin.buffer)
@@ -43,7 +43,7 @@ def read_query(words: list[str], file: Path | None, notes: list[str] | None = No
     that is the path of an existing file, read as that file: a log's opening lines are the
     program's, not the user's words). What was left out of a huge log is added to `notes` when
     given (else said on standard error)."""
-    from ..paste_text import named_file, normalise_line_endings
+    from kb.text.paste_text import named_file, normalise_line_endings
 
     source: str | Path | None = file
     if source is None and (words == ["-"] or (not words and not sys.stdin.isatty())):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..caseset import load_cases
-from ..doctor import format_report, run_doctor
-from ..errors import EXIT_OK, EXIT_USAGE
-from ..safe_text import dumps
-from .run import check_python
+from kb.cases.caseset import load_cases
+from kb.checks.doctor import format_report, run_doctor
+from kb.commands.run import check_python
+from kb.core.errors import EXIT_OK, EXIT_USAGE
+from kb.core.safe_text import dumps
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,11 +42,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_cluster(args: argparse.Namespace) -> int:
-    """`kb doctor --ray ADDRESS`: the same checks on every node of a Ray cluster (kb.cluster)."""
+    """`kb doctor --ray ADDRESS`: the same checks on every node of a Ray cluster (kb.cluster.driver)."""
     import sys
 
-    from ..cluster import INSTALL_HINT, ClusterError, ray_available, resolve_address, run_cluster_doctor
-    from ..cluster_report import format_cluster_report
+    from kb.cluster.driver import INSTALL_HINT, ClusterError, ray_available, resolve_address, run_cluster_doctor
+    from kb.cluster.report import format_cluster_report
 
     if not ray_available():
         print(INSTALL_HINT, file=sys.stderr)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 
-from ..envreport import collect, format_report
-from ..errors import EXIT_OK
-from .run import check_python
+from kb.checks.envreport import collect, format_report
+from kb.commands.run import check_python
+from kb.core.errors import EXIT_OK
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

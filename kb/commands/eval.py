@@ -3,8 +3,8 @@
 Search quality per scorer and fused, and calibration: per confidence level how
 often the top answer is right, how many no-case queries kb declined, the
 expected calibration error and a reliability diagram. `--fit` refits the
-second ranking stage (kb/rank.json, beside `--out`) and then the confidence
-model (kb/confidence.json) on the given files instead. `--growth` prints
+second ranking stage (kb/search/rank.json, beside `--out`) and then the confidence
+model (kb/search/confidence.json) on the given files instead. `--growth` prints
 covered R@1 with random subsets of the entries. `--logs`
 measures the log reader on whole logs against their line labels.
 """
@@ -15,8 +15,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..errors import UsageError
-from .common import add_index_options
+from kb.commands.common import add_index_options
+from kb.core.errors import UsageError
 
 DEFAULT_LOGS = Path("eval/logs")  # `--logs` with no folder (an identity the parser hands back)
 
@@ -27,7 +27,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--diagram", type=Path, metavar="SVG", help="also write the reliability diagram as an SVG picture")
     p.add_argument("--fit", action="store_true", help="fit the second ranking stage, then the confidence model, on these files (folds by thread) and write both")
-    p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the confidence model (default: kb/confidence.json; the ranking weights go beside it as rank.json)")
+    p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the confidence model (default: kb/search/confidence.json; the ranking weights go beside it as rank.json)")
     p.add_argument("--growth", action="store_true", help="covered R@1 with random 50 %% / 75 %% / 100 %% of the entries (same seeds)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds for --fit (default 5)")
     p.add_argument("--logs", type=Path, nargs="?", const=DEFAULT_LOGS, metavar="DIR",
@@ -40,9 +40,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.logs is not None:
         return run_logs(args)
-    from ..caseset import load_cases
-    from ..evaluate import EvalFileError, evaluate, family_ids, format_report, load_queries, outcomes
-    from ..search import Engine
+    from kb.cases.caseset import load_cases
+    from kb.evaluation.queries import EvalFileError, evaluate, family_ids, format_report, load_queries, outcomes
+    from kb.search.engine import Engine
 
     if not args.file:
         raise UsageError("give at least one FILE.jsonl")
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fit:
         return _fit(args, engine, queries, outcomes)
     if args.growth:
-        from ..evaluate_rank import format_growth, growth
+        from kb.evaluation.rank_fit import format_growth, growth
 
         curve = growth(engine, queries)
         print(json.dumps({"growth": curve}, indent=2) if args.json else "\n".join(format_growth(curve)))
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     report = evaluate(engine, queries, family_ids(load_cases(args.cases).cases))
     report["calibration"]["labels_to_check"] = _stale_labels(args, queries)
     if args.diagram:
-        from ..calibration import diagram_svg
+        from kb.evaluation.calibration import diagram_svg
 
         title = "kb reliability: " + ", ".join(f.name for f in args.file)
         try:
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
 def default_logs() -> Path:
     """`--logs` with no folder: eval/logs here, else the checkout's kb runs from; the labelled logs are
     not shipped in the wheel, so outside a checkout say what to pass (it failed with a bare path)."""
-    from ..paths import PACKAGE_ROOT, is_checkout
+    from kb.core.paths import PACKAGE_ROOT, is_checkout
 
     if DEFAULT_LOGS.is_dir():
         return DEFAULT_LOGS
@@ -92,8 +92,8 @@ def default_logs() -> Path:
 
 
 def run_logs(args: argparse.Namespace) -> int:
-    from ..evaluate_logs import LogEvalError, evaluate_logs, format_log_report, load_set
-    from ..search import Engine
+    from kb.evaluation.logs import LogEvalError, evaluate_logs, format_log_report, load_set
+    from kb.search.engine import Engine
 
     if args.file:
         raise UsageError("give either FILE.jsonl or --logs [DIR], not both")
@@ -115,16 +115,16 @@ def run_logs(args: argparse.Namespace) -> int:
 
 def _stale_labels(args: argparse.Namespace, queries) -> list:  # type: ignore[no-untyped-def]
     """Rows labelled [] whose thread a loaded case cites (see calibration.stale_no_case_labels)."""
-    from ..calibration import stale_no_case_labels
-    from ..caseset import load_cases
+    from kb.cases.caseset import load_cases
+    from kb.evaluation.calibration import stale_no_case_labels
 
     caseset = load_cases(args.cases)
     return stale_no_case_labels(queries, {c.id: list(c.sources) for c in caseset.cases})
 
 
 def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: ignore[no-untyped-def]
-    from ..calibration import fit, format_fit
-    from ..confidence import MODEL_PATH
+    from kb.evaluation.calibration import fit, format_fit
+    from kb.search.confidence import MODEL_PATH
 
     stale = _stale_labels(args, queries)
     if stale:
@@ -134,9 +134,9 @@ def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: i
                          "a stale [] counts a right answer as wrong in the fit: "
                          + ", ".join(f"{s['id']} -> {'/'.join(s['cases'])}" for s in stale[:10]) + (" ..." if len(stale) > 10 else "") + "\n")
 
-    # ranking first (kb/rank.json), then confidence on the answers each held-out ranking fold gave
-    from ..evaluate_rank import RankRow, family_ids, family_row, fit_rank, format_rank
-    from ..search_rerank import RANK_PATH
+    # ranking first (kb/search/rank.json), then confidence on the answers each held-out ranking fold gave
+    from kb.evaluation.rank_fit import RankRow, family_ids, family_row, fit_rank, format_rank
+    from kb.search.rerank import RANK_PATH
 
     fams = family_ids(engine)
     rank_rows = [RankRow(q.id, q.source.split("#")[0].rstrip("/"), q.file, q.expected, family_row(q.expected, q.cause_known, fams))

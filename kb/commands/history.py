@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ..errors import EXIT_OK, UsageError
-from ..history import history_path, read_history
-from ..safe_text import dumps, visible
+from kb.checks.history import history_path, read_history
+from kb.core.errors import EXIT_OK, UsageError
+from kb.core.safe_text import dumps, visible
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

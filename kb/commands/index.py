@@ -6,8 +6,8 @@ import argparse
 import json
 import time
 
-from ..safe_text import visible
-from .common import add_index_options
+from kb.commands.common import add_index_options
+from kb.core.safe_text import visible
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +19,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..index import open_index
+    from kb.index.opener import open_index
 
     t0 = time.perf_counter()
     idx = open_index(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, rebuild=args.rebuild)

@@ -24,9 +24,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
-from ..safe_text import dumps, visible
-from .common import add_index_options, read_log_arg
+from kb.commands.common import add_index_options, read_log_arg
+from kb.core.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from kb.core.safe_text import dumps, visible
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -74,7 +74,7 @@ def _open_editor(path: Path) -> None:
 
 
 def _report_check(path: Path) -> None:
-    from ..casefile import parse_case_file
+    from kb.cases.casefile import parse_case_file
 
     _case, problems = parse_case_file(path)
     for p in problems:
@@ -82,10 +82,10 @@ def _report_check(path: Path) -> None:
 
 
 def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path]) -> int:
-    from ..case_folder_policy import is_protected
-    from ..caseset import load_cases
-    from ..paths import is_checkout
-    from ..signature_edit import add_signatures
+    from kb.cases.caseset import load_cases
+    from kb.core.paths import is_checkout
+    from kb.incident.folder_policy import is_protected
+    from kb.incident.signature_edit import add_signatures
 
     case = load_cases(extra).get(case_id)
     if case is None:
@@ -113,8 +113,8 @@ def _add_to(args: argparse.Namespace, draft: Any, case_id: str, extra: list[Path
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..case_folder_policy import NotWritable, add_to_hint, folder_ids, target_folder, write_draft
-    from ..draft_from_log import draft_from_text
+    from kb.incident.folder_policy import NotWritable, add_to_hint, folder_ids, target_folder, write_draft
+    from kb.incident.from_log import draft_from_text
 
     text = read_log_arg(args.from_log)
     if not text.strip():
@@ -132,8 +132,8 @@ def run(args: argparse.Namespace) -> int:
         folder = target_folder(args.dir)
     except NotWritable as exc:
         raise UsageError(str(exc)) from exc
-    from ..caseset import case_folders
-    from ..search import Engine
+    from kb.cases.caseset import case_folders
+    from kb.search.engine import Engine
 
     search_dirs = extra + ([folder] if folder.is_dir() and folder.resolve() not in case_folders(extra) else [])
     engine = Engine.open(search_dirs, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..casefile import parse_case_file
-from ..caseset import case_files
-from ..overview import render
-from ..paths import builtin_cases_dir
+from kb.cases.casefile import parse_case_file
+from kb.cases.caseset import case_files
+from kb.cases.overview import render
+from kb.core.paths import builtin_cases_dir
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
-from .. import paths
-from ..caseset import case_layers
+from kb.cases.caseset import case_layers
+from kb.core import paths
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -17,15 +17,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from ..casefile import Case, Check
-from ..caseset import load_cases
-from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
-from ..needs import target_python
-from ..params import value_error
-from ..provenance import case_origin
-from ..runner import CheckResult, Plan, plan_check, run_check
-from ..safe_text import dumps, visible, visible_block, visible_code
-from ..trust import TrustState, case_trust
+from kb.cases.casefile import Case, Check
+from kb.cases.caseset import load_cases
+from kb.cases.params import value_error
+from kb.cases.provenance import case_origin
+from kb.cases.trust import TrustState, case_trust
+from kb.checks.needs import target_python
+from kb.checks.runner import CheckResult, Plan, plan_check, run_check
+from kb.core.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from kb.core.safe_text import dumps, visible, visible_block, visible_code
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

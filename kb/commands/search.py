@@ -9,9 +9,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
-from ..safe_text import dumps, visible
-from .common import add_index_options, read_log_arg, read_query
+from kb.commands.common import add_index_options, read_log_arg, read_query
+from kb.core.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from kb.core.safe_text import dumps, visible
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise UsageError("-k must be at least 1")
-    from ..logsearch import LogInputError, analyse_files
+    from kb.logs.logsearch import LogInputError, analyse_files
 
     baseline = read_log_arg(args.baseline) if args.baseline is not None else None
     base_name = str(args.baseline) if args.baseline is not None else ""
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         read_notes = []
         query, typed = read_query(args.text, args.file, read_notes)
-    from ..search import SCORERS, Engine
+    from kb.search.engine import SCORERS, Engine
 
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, dense=not args.no_dense)
     use: tuple[str, ...] = SCORERS
@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
         engine.load_dense()
     else:
         use = ("signature", "lexical")
-    from ..logsearch import search_analysis, search_text
+    from kb.logs.logsearch import search_analysis, search_text
 
     if args.logs is not None:
         answer = search_analysis(engine, analysis, k=args.k, use=use, fallback_text=query, typed=typed)

@@ -6,12 +6,12 @@ import argparse
 import difflib
 from pathlib import Path
 
-from ..case_blocks import fenced
-from ..casefile import Case
-from ..caseset import load_cases
-from ..errors import UsageError
-from ..provenance import case_origin
-from ..safe_text import dumps, visible, visible_block, visible_code
+from kb.cases.blocks import fenced
+from kb.cases.casefile import Case
+from kb.cases.caseset import load_cases
+from kb.cases.provenance import case_origin
+from kb.core.errors import UsageError
+from kb.core.safe_text import dumps, visible, visible_block, visible_code
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,7 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def render_body(case: Case) -> str:
-    """The case body from its parsed blocks (kb.case_blocks), as the runner sees it: every
+    """The case body from its parsed blocks (kb.cases.blocks), as the runner sees it: every
     check labelled with its name, code made visible (escapes and invisible characters)."""
     parts: list[str] = []
     for block in case.blocks:

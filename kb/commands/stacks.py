@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE
-from ..safe_text import dumps, visible_block
+from kb.core.errors import EXIT_NEGATIVE, EXIT_OK, EXIT_USAGE
+from kb.core.safe_text import dumps, visible_block
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,8 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..hangs_analyse import StacksUnavailable, format_analysis, stacks_report
-    from ..hangs_find import descendants
+    from kb.hangs.analyse import StacksUnavailable, format_analysis, stacks_report
+    from kb.hangs.find import descendants
 
     if not 1 <= args.samples <= 10:
         print(f"kb stacks: --samples must be between 1 and 10, not {args.samples}", file=sys.stderr)

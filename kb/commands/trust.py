@@ -1,4 +1,4 @@
-"""`kb trust DIR | --list | --revoke DIR`: which case folders' checks may run unasked (kb.trust).
+"""`kb trust DIR | --list | --revoke DIR`: which case folders' checks may run unasked (kb.cases.trust).
 
 `kb trust DIR` shows what it is about to trust (every check's code and every
 other file the first time; the diff since the last trust after that) and asks;
@@ -14,11 +14,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from ..digest import FolderEscape
-from ..errors import EXIT_NEGATIVE, EXIT_OK, UsageError
-from ..safe_text import dumps, visible, visible_code
-from ..trust import FolderContent, is_builtin, last_trusted, list_trusted, read_folder, recorded_hash, revoke_folder, trust_folder, trust_path
-from .run import is_interactive
+from kb.cases.digest import FolderEscape
+from kb.cases.trust import FolderContent, is_builtin, last_trusted, list_trusted, read_folder, recorded_hash, revoke_folder, trust_folder, trust_path
+from kb.commands.run import is_interactive
+from kb.core.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
+from kb.core.safe_text import dumps, visible, visible_code
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

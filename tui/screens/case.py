@@ -17,11 +17,11 @@ from textual.widgets import Footer, Label, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
-from kb.casefile import Case, Check
-from kb.provenance import case_origin
-from kb.runner import CheckResult, interpreter_for, run_check
-from kb.safe_text import visible, visible_block, visible_code
-from kb.trust import case_trust
+from kb.cases.casefile import Case, Check
+from kb.cases.provenance import case_origin
+from kb.cases.trust import case_trust
+from kb.checks.runner import CheckResult, interpreter_for, run_check
+from kb.core.safe_text import visible, visible_block, visible_code
 
 from ..messages import CheckFinished, ChecksDone, CheckStarted
 from ..widgets.card import origin_text
@@ -31,7 +31,7 @@ from .confirm import ConfirmRunScreen
 
 
 def body_renderable(case: Case) -> Group:
-    """The case body from its parsed blocks (kb.case_blocks), never from the raw Markdown: text blocks
+    """The case body from its parsed blocks (kb.cases.blocks), never from the raw Markdown: text blocks
     through Markdown, each code block on its own (so no text can hide or merge one), a check's block
     labelled with its name, code with escapes and invisible characters made visible."""
     parts: list[RenderableType] = []

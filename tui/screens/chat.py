@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from kb.safe_text import visible, visible_block
+from kb.core.safe_text import visible, visible_block
 
 from ..conversation import Conversation, Turn
 from ..messages import SearchDone, SearchFailed, StacksDone
@@ -145,8 +145,8 @@ class ChatScreen(Screen[None]):
         engine = self.kb.wait_engine(lambda: worker.is_cancelled)
         if engine is None or worker.is_cancelled:
             return
-        from kb.logsearch import search_text  # the engine's modules load after the first paint
-        from kb.search import SCORERS
+        from kb.logs.logsearch import search_text  # the engine's modules load after the first paint
+        from kb.search.engine import SCORERS
 
         try:
             base = self._baseline_text(turn.baseline)
@@ -166,8 +166,8 @@ class ChatScreen(Screen[None]):
         engine = self.kb.engine
         if engine is None or not engine.dense_ready:
             return
-        from kb.logsearch import search_text
-        from kb.search import SCORERS
+        from kb.logs.logsearch import search_text
+        from kb.search.engine import SCORERS
 
         turn = self.conv.turns[idx] if idx < len(self.conv.turns) else None
         baseline = turn.baseline if turn is not None else None
@@ -183,7 +183,7 @@ class ChatScreen(Screen[None]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="stacks", description="reading stacks")
     def _stacks(self) -> None:
         """`/stacks`: kb stacks on this node, off the UI thread (py-spy takes a second or two)."""
-        from kb.hangs_analyse import StacksUnavailable, format_analysis, stacks_report
+        from kb.hangs.analyse import StacksUnavailable, format_analysis, stacks_report
 
         try:
             analysis = stacks_report()
@@ -203,7 +203,7 @@ class ChatScreen(Screen[None]):
         """The baseline log's text, read in a worker (it may be large); re-read only when the file changed."""
         if path is None:
             return None
-        from kb.signals import read_log
+        from kb.text.signals import read_log
 
         st = path.stat()
         key = (str(path), st.st_mtime_ns, st.st_size)

@@ -1,7 +1,7 @@
 """Cluster report: a saved `kb doctor --ray ADDRESS --json` file, shown as `kb doctor --ray` prints it.
 
 Opened from the command palette ("Cluster report"). Type the file's path,
-Enter loads it; the text is kb.cluster_report's, so the app and the terminal
+Enter loads it; the text is kb.cluster.report's, so the app and the terminal
 say the same thing (per-node tables, the differences with the cases they
 point to, the unreachable nodes). A file that is not such a report is named
 with what is wrong, and nothing else changes.
@@ -19,12 +19,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Label, Static
 
-from kb.cluster_report import (
-    BadClusterReport,
-    format_cluster_report,
-    load_cluster_report,
-)
-from kb.safe_text import visible
+from kb.cluster.report import BadClusterReport, format_cluster_report, load_cluster_report
+from kb.core.safe_text import visible
 
 
 class ClusterScreen(Screen[None]):

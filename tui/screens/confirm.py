@@ -3,8 +3,8 @@
 A ModalScreen[bool] in the style of Frogmouth's yes/no dialog. Nothing runs
 before the user answers yes. The parameter values the user typed are left in
 `values` for the caller. The code is shown exactly as it runs, control
-characters made visible (kb.safe_text), with the case's folder layer and file.
-For a case from a folder the user has not trusted (kb.trust), the dialog says
+characters made visible (kb.core.safe_text), with the case's folder layer and file.
+For a case from a folder the user has not trusted (kb.cases.trust), the dialog says
 so: "Run once" confirms this run only, "Trust folder and run" records the
 folder (with its current content) as trusted first.
 """
@@ -20,13 +20,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static
 
-from kb.casefile import Case, Check
-from kb.digest import FolderEscape
-from kb.needs import target_python, unmet_needs
-from kb.provenance import case_origin
-from kb.runner import Plan, plan_check
-from kb.safe_text import visible, visible_code
-from kb.trust import case_trust, trust_folder
+from kb.cases.casefile import Case, Check
+from kb.cases.digest import FolderEscape
+from kb.cases.provenance import case_origin
+from kb.cases.trust import case_trust, trust_folder
+from kb.checks.needs import target_python, unmet_needs
+from kb.checks.runner import Plan, plan_check
+from kb.core.safe_text import visible, visible_code
 
 from ..widgets.card import origin_text
 

@@ -10,13 +10,13 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.widgets import Static
 
-from kb.evidence import WEAK_NOTE, Evidence, Kind, quoted
-from kb.paths import builtin_cases_dir
-from kb.safe_text import visible
+from kb.core.paths import builtin_cases_dir
+from kb.core.safe_text import visible
+from kb.search.evidence import WEAK_NOTE, Evidence, Kind, quoted
 
 if TYPE_CHECKING:  # the chat screen paints before the engine is imported
-    from kb.provenance import Origin
-    from kb.search import Result
+    from kb.cases.provenance import Origin
+    from kb.search.engine import Result
 
 MAX_WHY = 4
 MAX_LINE = 220
@@ -42,7 +42,7 @@ def origin_text(origin: Origin) -> Text:
 
 def render_card(rank: int, result: Result) -> Text:
     """The card's text; user text goes in as plain Text, never as markup (logs are full of [brackets]),
-    with control characters made visible (kb.safe_text), and the case's folder layer and file."""
+    with control characters made visible (kb.core.safe_text), and the case's folder layer and file."""
     t = Text()
     t.append(f"{rank}. ", style="bold")
     t.append(visible(result.title), style="bold")

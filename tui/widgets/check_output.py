@@ -18,7 +18,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import RichLog, Static
 
-from kb.safe_text import visible
+from kb.core.safe_text import visible
 
 FLUSH_INTERVAL = 0.08
 MAX_LOG_LINES = 5000

@@ -18,7 +18,7 @@ from textual import events
 from textual.message import Message
 from textual.widgets import TextArea
 
-from kb.paste_text import named_file, normalise_line_endings
+from kb.text.paste_text import named_file, normalise_line_endings
 
 LARGE_PASTE_CHARS = 64 * 1024
 LARGE_PASTE_LINES = 2000
@@ -37,7 +37,7 @@ class Attachment:
         if self.text is not None:
             return self.text
         assert self.path is not None
-        from kb.signals import read_log  # in the search worker, not at start-up
+        from kb.text.signals import read_log  # in the search worker, not at start-up
 
         return read_log(self.path)
 
@@ -55,7 +55,7 @@ def human_count(n: int) -> str:
 
 
 def pasted_path(text: str) -> Path | None:
-    """The file a paste names, when the paste is just one path to an existing file (kb.paste_text)."""
+    """The file a paste names, when the paste is just one path to an existing file (kb.text.paste_text)."""
     return named_file(text)
 
 

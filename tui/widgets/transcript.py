@@ -14,16 +14,16 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from kb.safe_text import visible
+from kb.core.safe_text import visible
 
 if TYPE_CHECKING:  # numpy and the engine load after the first paint
-    from kb.runner import CheckResult
-    from kb.search import Answer
+    from kb.checks.runner import CheckResult
+    from kb.search.engine import Answer
 
 from .card import CaseCard
 
 USER_LINES = 12
-SEARCHED_SHOWN = 12  # kb.logreduce.MAX_KEPT: all the lines the log reader keeps
+SEARCHED_SHOWN = 12  # kb.logs.reduce.MAX_KEPT: all the lines the log reader keeps
 
 
 def _clip(text: str, lines: int = USER_LINES) -> Text:
@@ -37,8 +37,8 @@ def _clip(text: str, lines: int = USER_LINES) -> Text:
 
 
 def verdict_style(verdict: str) -> str:
-    """How a check's verdict is shown, keyed by kb.runner's verdict names (loaded by then: the verdict came from it)."""
-    from kb.runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED
+    """How a check's verdict is shown, keyed by kb.checks.runner's verdict names (loaded by then: the verdict came from it)."""
+    from kb.checks.runner import CONFIRMED, INCONCLUSIVE, RULED_OUT, SKIPPED
 
     return {CONFIRMED: "bold red", RULED_OUT: "bold green", INCONCLUSIVE: "bold yellow", SKIPPED: "bold blue"}.get(verdict, "bold")
 
@@ -65,7 +65,7 @@ class AnswerView(Vertical):
             searched.append(f"\n  … {len(answer.searched_for) - SEARCHED_SHOWN} more", style="dim")
         widgets.append(Static(searched, classes="searched"))
         if answer.extra.get("ranks", {}).get("suspect") is not None or answer.extra.get("consequences") or answer.extra.get("baseline"):
-            # a multi-rank log: the suspect rank, the stage, the consequences set aside (kb.logsearch)
+            # a multi-rank log: the suspect rank, the stage, the consequences set aside (kb.logs.logsearch)
             widgets.append(Static(Text("\n".join(answer.extra.get("log_summary", [])), style="yellow"), classes="logsummary"))
         if answer.abstained or not answer.results:
             msg = Text("No known case matches this.", style="bold")

@@ -1,0 +1,79 @@
+"""Sentence embeddings without torch: onnxruntime + the model's tokenizer.json.
+
+Mean pooling over the attention mask and L2 normalisation, as
+sentence-transformers does for all-MiniLM-L6-v2. The tokenizer is set to
+truncate at 256 tokens (sentence-transformers' limit) and texts are encoded
+one at a time, so no padding is involved and the result equals the torch
+model's (checked when the index is built).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from kb.index.model import MAX_SEQ_LENGTH
+
+
+class OnnxEncoder:
+    def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        options = ort.SessionOptions()
+        # One thread answers a single short query fastest on a small machine.
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(MAX_SEQ_LENGTH)
+        self.input_names = {i.name for i in self.session.get_inputs()}
+        self.dim = int(self.session.get_outputs()[0].shape[-1]) if isinstance(self.session.get_outputs()[0].shape[-1], int) else 384
+
+    def encode_one(self, text: str) -> np.ndarray:
+        enc = self.tokenizer.encode(text or " ")
+        ids = np.asarray([enc.ids], dtype=np.int64)
+        mask = np.asarray([enc.attention_mask], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        hidden = self.session.run(None, feeds)[0]
+        summed = (hidden * mask[..., None]).sum(axis=1)
+        vec = summed / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+        vec = vec[0].astype(np.float32)
+        norm = float(np.linalg.norm(vec))
+        return vec / norm if norm > 0 else vec
+
+    def encode(self, texts: list[str], batch_size: int = 32, on_batch=None) -> np.ndarray:  # type: ignore[no-untyped-def]
+        """Many texts, batched with padding (sorted by length so little is padded).
+
+        Checked against one-at-a-time encoding: cosine 0.99999+ (the mask keeps
+        padding out of the mean); about twice as fast for index builds.
+        """
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encs = [self.tokenizer.encode(t or " ") for t in texts]
+        order = sorted(range(len(texts)), key=lambda i: len(encs[i].ids))
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            width = max(len(encs[i].ids) for i in idx)
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                n = len(encs[i].ids)
+                ids[row, :n] = encs[i].ids
+                mask[row, :n] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self.input_names:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            hidden = self.session.run(None, feeds)[0]
+            vec = (hidden * mask[..., None]).sum(axis=1) / np.maximum(mask.sum(axis=1, keepdims=True), 1)
+            vec /= np.maximum(np.linalg.norm(vec, axis=1, keepdims=True), 1e-12)
+            out[idx] = vec.astype(np.float32)
+            if on_batch is not None:
+                on_batch(len(idx))
+        return out
