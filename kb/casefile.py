@@ -11,7 +11,9 @@ from __future__ import annotations
 import datetime as _dt
 import difflib
 import hashlib
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -525,10 +527,28 @@ MAX_CASE_BYTES = 2_000_000
 def read_case_bytes(path: Path) -> tuple[bytes | None, list[Problem]]:
     """The file's bytes, or None and a problem (unreadable, or over MAX_CASE_BYTES)."""
     try:
-        size = path.stat().st_size
-        if size > MAX_CASE_BYTES:
-            return None, [Problem(path, 1, f"case file is {size} bytes; the limit is {MAX_CASE_BYTES} (a case is a page, not a log)")]
-        return path.read_bytes(), []
+        # Opened without blocking and read with a bound, whatever stat says: a FIFO would block an
+        # open or a read, and /proc files report size 0 while holding gigabytes (/proc/self/pagemap).
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                return None, [Problem(path, 1, "not a regular file (a pipe, device or socket); a case file must be a plain file")]
+            if st.st_size > MAX_CASE_BYTES:
+                return None, [Problem(path, 1, f"case file is {st.st_size} bytes; the limit is {MAX_CASE_BYTES} (a case is a page, not a log)")]
+            chunks: list[bytes] = []
+            total = 0
+            while total <= MAX_CASE_BYTES:
+                chunk = os.read(fd, min(1 << 20, MAX_CASE_BYTES + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        finally:
+            os.close(fd)
+        if total > MAX_CASE_BYTES:
+            return None, [Problem(path, 1, f"case file is over {MAX_CASE_BYTES} bytes; the limit is {MAX_CASE_BYTES} (a case is a page, not a log)")]
+        return b"".join(chunks), []
     except OSError as exc:
         return None, [Problem(path, 1, f"cannot read: {exc.strerror or exc}")]
 

@@ -90,7 +90,12 @@ def load_front_matter(text: str) -> Any:
             if node is None:
                 return None
             _check_duplicates(node)
-            return loader.construct_document(node)
+            try:
+                return loader.construct_document(node)
+            except (ValueError, OverflowError) as exc:
+                # A value YAML reads but Python cannot build: `2024-02-30` (no such day), an
+                # integer past Python's digit limit. One bad case file must not stop every command.
+                raise FrontMatterError(0, f"bad value in front matter: {str(exc).splitlines()[0][:200]}") from None
         finally:
             loader.dispose()
     except yaml.YAMLError as exc:

@@ -112,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     folder: Path = args.folder
     if not folder.expanduser().is_dir():
-        raise UsageError(f"{folder} is not a folder")
+        raise UsageError(visible(f"{folder} is not a folder"))
     if is_builtin(folder):
         print("The built-in cases are always trusted; nothing to record.")
         return EXIT_OK
@@ -150,6 +150,6 @@ def run(args: argparse.Namespace) -> int:
                   f"{len(content.files)} other file(s) (sha256 {record.hash[:12]})"))
     for c in checks:
         print(visible(f"  {c}"))
-    print("Its checks now run in `kb doctor` and `kb run --yes` until a case file there changes; "
-          f"undo with `kb trust --revoke {shlex.quote(str(record.folder))}`.")
+    print(visible("Its checks now run in `kb doctor` and `kb run --yes` until a file there changes; "
+                  f"undo with `kb trust --revoke {shlex.quote(str(record.folder))}`."))
     return EXIT_OK
