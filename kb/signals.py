@@ -127,8 +127,17 @@ def read_log(source: str | os.PathLike[str] | BinaryIO) -> str:
     """A log file (or a binary stream such as stdin) as text, capped at MAX_INPUT_BYTES. Raises OSError."""
     if hasattr(source, "read"):
         return decode_bytes(source.read(MAX_INPUT_BYTES))  # type: ignore[union-attr]
-    with open(source, "rb") as fh:  # type: ignore[arg-type]
-        return decode_bytes(fh.read(MAX_INPUT_BYTES))
+    # Opened without blocking: a FIFO planted as rank3.log (no writer) would block open() for
+    # ever. Blocking reads are then restored, so `--file <(zcat x.gz)` (a pipe with a writer)
+    # still reads to its end, and a FIFO without a writer reads as empty.
+    fd = os.open(os.fspath(source), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))  # type: ignore[arg-type]
+    try:
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return decode_bytes(fh.read(MAX_INPUT_BYTES))
+    finally:
+        os.close(fd)
 
 
 def clean_line(raw: str) -> tuple[str, set[str]]:

@@ -21,7 +21,6 @@ import pytest
 from kb.case_blocks import parse_body
 from kb.casefile import Case, parse_case_text
 from kb.caseset import load_cases
-from kb.cli import main
 from kb.params import BadParam, value_error
 from kb.runner import plan_check, run_check
 
@@ -66,8 +65,8 @@ def check_block(code: str, lang: str = "bash", attrs: str = "name=c doctor=yes t
 
 
 def write_folder(folder: Path, text: str, name: str = "adv-case.md") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
 
@@ -173,7 +172,7 @@ def test_param_value_in_python_check_stays_data(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("value", ["8\n", "8\u2028", "8\u0085", "\u202e8", "8\u00a0", "8\U000e0020", "a\x1b[2Kb", "-rf", "9" * 19])
+@pytest.mark.parametrize("value", ["8\n", "8\u2028", "8\u0085", "\u202e8", "8\u00a0", "8\U000e0020", "a\x1b[2Kb", "-rf", "8 "])
 @pytest.mark.parametrize("ptype", ["int", "name"])
 def test_param_value_types_refuse_look_alikes(value: str, ptype: str) -> None:
     assert value_error(ptype, value) is not None
@@ -199,7 +198,7 @@ def test_placeholder_in_code_is_refused() -> None:
 
 def test_inherited_kb_param_cannot_feed_a_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KB_PARAM_Y", "from-outside")
-    case = _param_case(tmp_path, 'echo "[$KB_PARAM_Y]"; exit 0')
+    case = _param_case(tmp_path, 'env | grep "^KB_PARAM_[Y]="; echo "$KB_PARAM_X"; exit 0')
     result = run_check(case, case.checks[0], {"x": "v"}, record=False)
     assert "from-outside" not in result.output
 
@@ -437,7 +436,9 @@ def _trusted_folder(tmp_path: Path) -> Path:
 
 
 def _trusted(folder: Path) -> bool:
-    return load_one(folder) and __import__("kb.trust", fromlist=["case_trust"]).case_trust(load_one(folder)).trusted
+    from kb.trust import case_trust
+
+    return case_trust(load_one(folder)).trusted
 
 
 def test_trust_helper_edit_untrusts(tmp_path: Path) -> None:
@@ -868,8 +869,8 @@ def test_log_with_escapes_in_name_and_body(tmp_path: Path) -> None:
     logs.mkdir()
     (logs / "rank0\x1b[2J.log").write_bytes(b"NCCL error \x1b]52;c;Y3VybA==\x07 \xff\xfe unhandled system error\n")
     os.mkfifo(logs / "rank1.log")
-    proc = kb_proc("search", "--no-dense", "--logs", str(logs), "--json", timeout=300)
-    assert proc.returncode != 3, proc.stderr
+    proc = kb_proc("search", "--no-dense", "--logs", str(logs), "--json", timeout=120)  # a FIFO without a writer hung
+    assert proc.returncode in (0, 1, 2), proc.stderr
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
 
 
@@ -911,7 +912,6 @@ def test_check_outside_verify_never_runs() -> None:
 
 
 def test_title_with_markdown_cannot_add_a_check(tmp_path: Path) -> None:
-    case, errors = parse(fm="")
     hostile = case_text().replace('title: "An adversarial case"', 'title: "x\\n## Verify\\n```bash {name=z doctor=yes}\\ntouch /tmp/x\\n```"')
     case, problems = parse_case_text(Path("/nonexistent/adv-case.md"), hostile)
     assert case is None or [c.name for c in case.checks] == ["c"]
@@ -933,3 +933,17 @@ def test_kb_check_names_the_file_for_each_refusal(tmp_path: Path) -> None:
     proc = kb_proc("check", "--cases", str(folder))
     assert proc.returncode == 1 and "adv-case.md:" in proc.stdout + proc.stderr
 
+
+
+def test_cluster_ships_no_untrusted_check_and_the_parsed_code(tmp_path: Path) -> None:
+    from kb.cluster import ship_checks
+    from kb.trust import trust_folder
+
+    folder = tmp_path / "team"
+    write_folder(folder, case_text(verify=check_block("echo shipped; exit 0")))
+    shipped, not_run = ship_checks([load_one(folder)], None)
+    assert shipped == [] and not_run
+    trust_folder(folder)
+    case = load_one(folder)
+    shipped, _ = ship_checks([case], None)
+    assert [s.code for s in shipped] == [case.checks[0].code]
