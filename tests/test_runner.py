@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kb.cases.caseset import load_cases
+from kb.cases.params import BadParam, value_error
 from kb.cases.trust import trust_folder
 from kb.checks import runner
 from kb.checks.history import read_history
@@ -250,6 +251,12 @@ def fake_home(tmp_path, monkeypatch):
 def test_values_reach_the_check_as_data_never_code(write_case, tmp_path, fake_home, lang, code, nasty):
     value = nasty.format(tmp=tmp_path)
     out = tmp_path / "out.txt"
+    if value_error("text", value):  # $ and ` are refused before anything runs (bash arithmetic, docs/checks.md)
+        with pytest.raises(BadParam):
+            run_one(write_case, code, lang=lang, params={"value": "x", "out": None},
+                    given={"value": value, "out": str(out)}, python=sys.executable)
+        assert not list(tmp_path.glob("pwned*")) and not out.exists()
+        return
     r = run_one(write_case, code, lang=lang, params={"value": "x", "out": None},
                 given={"value": value, "out": str(out)}, python=sys.executable)
     assert r.verdict == RULED_OUT, r.output
@@ -420,11 +427,11 @@ def test_kb_run_one_check_text_output(two_checks, capsys):
 
 def test_kb_run_dry_run_prints_final_code_and_runs_nothing(two_checks, capsys):
     folder, marker = two_checks
-    rc = kb("run", "demo", "--cases", str(folder), "--dry-run", "--param", "word=$(id)", "--python", sys.executable)
+    rc = kb("run", "demo", "--cases", str(folder), "--dry-run", "--param", "word=; id", "--python", sys.executable)
     assert rc == 0
     out = capsys.readouterr().out
     assert 'touch "$KB_PARAM_MARKER"' in out and "print(os.environ['KB_PARAM_WORD'])" in out  # the code as parsed
-    assert f"KB_PARAM_MARKER='{marker}'" in out and "KB_PARAM_WORD='$(id)'" in out  # the values beside it
+    assert f"KB_PARAM_MARKER='{marker}'" in out and "KB_PARAM_WORD='; id'" in out  # the values beside it
     assert sys.executable in out and "timeout: 7 s" in out and "py:json" in out
     assert not marker.exists()
 

@@ -257,6 +257,9 @@ def parse_body(body: str, body_line: int) -> ParsedBody:
         i = j + 1
         text_start = body_line + i
     flush_text(body_line + len(lines))
+    for block in blocks:
+        if block.kind == "text":
+            problems.extend(hidden_text_problems(block.text, block.line))
     sections = {name: "\n".join(ls).strip() for name, ls in section_lines.items()}
     return ParsedBody(blocks, sections, order, problems)
 
@@ -285,3 +288,54 @@ def section_markdown(blocks: list[Block], name: str) -> str:
         else:
             parts.append(fenced(b.text, b.lang))
     return "\n\n".join(p for p in parts if p.strip()).strip()
+
+
+# Inline Markdown the views render as they are written (Rich's Markdown, which the app and
+# 'Copy fix' rely on, reads text blocks with markdown-it-py). Anything else in a text block
+# (inline HTML, images, link titles, reference definitions) is text that the Markdown source
+# and 'Copy fix' keep while the view hides it, so it is refused: an allow-list, not a list of
+# known tricks.
+_SHOWN_INLINE = frozenset({"text", "code_inline", "softbreak", "hardbreak", "em_open", "em_close",
+                           "strong_open", "strong_close", "s_open", "s_close", "link_open", "link_close"})
+_SHOWN_BLOCK = frozenset({"paragraph_open", "paragraph_close", "heading_open", "heading_close", "inline",
+                          "bullet_list_open", "bullet_list_close", "ordered_list_open", "ordered_list_close",
+                          "list_item_open", "list_item_close", "blockquote_open", "blockquote_close", "hr",
+                          "code_block", "fence", "table_open", "table_close", "thead_open", "thead_close",
+                          "tbody_open", "tbody_close", "tr_open", "tr_close", "th_open", "th_close",
+                          "td_open", "td_close"})
+
+
+def hidden_text_problems(text: str, first_line: int) -> list[BodyProblem]:
+    """Problems for Markdown in a text block that a rendered view would not show."""
+    if not any(ch in text for ch in "<[!&"):
+        return []  # nothing that can hide text: skip the Markdown parse (most blocks)
+    from markdown_it import MarkdownIt
+
+    md = MarkdownIt().enable("strikethrough").enable("table")  # as rich.markdown.Markdown reads it
+    env: dict[str, object] = {}
+    tokens = md.parse(text, env)
+    problems: list[BodyProblem] = []
+    if env.get("references"):
+        line = _line_of(text, "]:", first_line)
+        problems.append(BodyProblem(line, "link reference definition ([x]: url): a Markdown view hides the whole line; "
+                                          "write the link inline"))
+    for tok in tokens:
+        line = first_line + (tok.map[0] if tok.map else 0)
+        if tok.type not in _SHOWN_BLOCK:
+            problems.append(BodyProblem(line, f"Markdown {tok.type.replace('_', ' ')}: a Markdown view hides or "
+                                              "reshapes it; write plain Markdown"))
+            continue
+        for child in tok.children or []:
+            if child.type not in _SHOWN_INLINE:
+                what = "inline HTML" if child.type == "html_inline" else child.type.replace("_", " ")
+                problems.append(BodyProblem(line, f"{what} in text: a Markdown view hides it while 'Copy fix' copies it; "
+                                                  "put <placeholders> in `backticks`"))
+            elif child.type == "link_open" and (child.attrGet("title") or any(c.isspace() for c in str(child.attrGet("href") or ""))):
+                problems.append(BodyProblem(line, "a link with a title or spaces in its target: a Markdown view hides them; "
+                                                  "write [text](url) with a plain url"))
+    return problems
+
+
+def _line_of(text: str, needle: str, first_line: int) -> int:
+    pos = text.find(needle)
+    return first_line + (text.count("\n", 0, pos) if pos >= 0 else 0)

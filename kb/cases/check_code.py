@@ -70,6 +70,14 @@ def hidden_findings(code: str) -> list[Finding]:
     return found
 
 
+def _quote_at(token: str) -> int:
+    """Where a string token's prefix (r, b, f, u...) ends."""
+    for i, ch in enumerate(token):
+        if ch in "'\"":
+            return i
+    return 0
+
+
 def _python_allowed_spans(code: str) -> list[tuple[int, int]] | None:
     """(start, end) offsets of comments and string literals, or None when the code does not tokenize."""
     starts = [0]
@@ -82,6 +90,8 @@ def _python_allowed_spans(code: str) -> list[tuple[int, int]] | None:
     spans: list[tuple[int, int]] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.STRING and "f" in tok.string[: _quote_at(tok.string)].lower():
+                continue  # an f-string holds code in its {}: before Python 3.12 it is one STRING token
             if tok.type in (tokenize.COMMENT, tokenize.STRING) or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
                 spans.append((offset(tok.start), offset(tok.end)))
             elif tok.type == tokenize.ERRORTOKEN and not tok.string.isspace():
@@ -96,8 +106,22 @@ def _bash_allowed_spans(code: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     i, n = 0, len(code)
     word_start = True
+    heredocs: list[tuple[str, bool]] = []  # (delimiter, <<-) waiting for the end of this line
     while i < n:
         c = code[i]
+        if c == "\n" and heredocs:
+            # A heredoc body is another program's text (python - <<'PY'): bash's quotes and
+            # comments mean nothing there, so the whole body counts as code.
+            i = _skip_heredoc_bodies(code, i + 1, heredocs)
+            heredocs = []
+            word_start = True
+            continue
+        if c == "<" and code.startswith("<<", i) and not code.startswith("<<<", i):
+            delim, dash, i = _heredoc_delimiter(code, i + 2)
+            if delim:
+                heredocs.append((delim, dash))
+            word_start = True
+            continue
         if c == "\\":
             i += 2
             word_start = False
@@ -135,6 +159,44 @@ def _bash_allowed_spans(code: str) -> list[tuple[int, int]]:
         word_start = c in " \t\n;&|()<>"
         i += 1
     return spans
+
+
+def _heredoc_delimiter(code: str, i: int) -> tuple[str, bool, int]:
+    """(delimiter word with its quotes removed, <<- or not, index after it) of a `<<` at `i`."""
+    n = len(code)
+    dash = i < n and code[i] == "-"
+    if dash:
+        i += 1
+    while i < n and code[i] in " \t":
+        i += 1
+    word: list[str] = []
+    while i < n and code[i] not in " \t\n;&|()<>":
+        ch = code[i]
+        if ch in "'\"":
+            end = code.find(ch, i + 1)
+            end = n if end < 0 else end
+            word.append(code[i + 1 : end])
+            i = end + 1
+            continue
+        if ch == "\\" and i + 1 < n:
+            i += 1
+        word.append(code[i])
+        i += 1
+    return "".join(word), dash, i
+
+
+def _skip_heredoc_bodies(code: str, i: int, heredocs: list[tuple[str, bool]]) -> int:
+    """Index after the bodies of `heredocs`, which start at `i` (one after another, as bash reads them)."""
+    n = len(code)
+    for delim, dash in heredocs:
+        while i < n:
+            end = code.find("\n", i)
+            end = n if end < 0 else end
+            line = code[i:end]
+            i = end + 1
+            if (line.lstrip("\t") if dash else line) == delim:
+                break
+    return min(i, n)
 
 
 def non_ascii_findings(lang: str, code: str) -> list[Finding]:

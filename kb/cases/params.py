@@ -27,8 +27,8 @@ ENV_REF_RE = re.compile(r"\bKB_PARAM_([A-Z0-9_]+)")
 TYPE_HELP = {
     "int": "digits only, e.g. 8",
     "name": "letters, digits and _ . : - (not starting with -), e.g. eth0 or 10.0.0.1:6379",
-    "path": "a file or folder path without control characters or newlines, not starting with -",
-    "text": "any text on one line without control or invisible characters (passed as one environment value)",
+    "path": "a file or folder path without control characters, newlines, $ or `, not starting with -",
+    "text": "any text on one line without control or invisible characters, $ or ` (passed as one environment value)",
 }
 
 
@@ -73,6 +73,11 @@ def value_error(ptype: str, value: str) -> str | None:
     elif ptype == "path":
         if not value or _CONTROL_RE.search(value) or value.startswith("-"):
             return f"is not a path ({TYPE_HELP['path']})"
+    if ptype in ("path", "text") and ("$" in value or "`" in value):
+        # Bash reads a variable used as a number ([[ $V -gt 3 ]], $((V)), ${a[$V]}, ${s:$V},
+        # declare -i) as an arithmetic expression, and an array subscript there expands
+        # `$(...)`: `a[$(cmd)]` would run cmd. Without $ and ` no expansion can start.
+        return "contains $ or ` (bash could expand it where a check uses the value as a number)"
     return None
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +97,9 @@ class FolderContent:
     checks: dict[str, tuple[str, str, bool]]  # "case-id / check" -> (lang, code, doctor)
     files: dict[str, str]  # every other entry: relative path -> SHA-256 (or link/special marker)
     hash: str  # the trust hash of exactly this content
+    # "case-id / check" -> what else decides how it runs: timeout, needs (a py: need is probed in the
+    # target Python), and each parameter it reads with its type and default (`kb doctor` runs with defaults)
+    settings: dict[str, str] = field(default_factory=dict)
 
 
 def read_folder(folder: Path) -> FolderContent:
@@ -107,15 +110,29 @@ def read_folder(folder: Path) -> FolderContent:
     paths = case_files(root)
     digest = FolderDigest(root)
     checks: dict[str, tuple[str, str, bool]] = {}
+    settings: dict[str, str] = {}
     for path in paths:
         raw, _problems = read_case_bytes(path)
         digest.add(path, raw)
         case = parse_case_bytes(path, raw)[0] if raw is not None else None
         if case is not None:
             for c in case.checks:
-                checks[f"{case.id} / {c.name}"] = (c.lang, c.code, c.doctor)
+                label = f"{case.id} / {c.name}"
+                if label in checks:  # one id in two files: refused when loaded, but show both
+                    label = f"{label} ({path.relative_to(root)})"
+                checks[label] = (c.lang, c.code, c.doctor)
+                settings[label] = check_settings(case, c)
     files = other_files(root, set(paths))
-    return FolderContent(root, len(paths), checks, files, combined(digest.hexdigest(), files))
+    return FolderContent(root, len(paths), checks, files, combined(digest.hexdigest(), files), settings)
+
+
+def check_settings(case: Case, check: Any) -> str:
+    """One line with what besides its code decides how a check runs: shown and diffed by `kb trust`."""
+    parts = [f"timeout {check.timeout:g} s", "needs " + (",".join(check.needs) or "nothing")]
+    for name in case.params_of(check):
+        p = case.params[name]
+        parts.append(f"{name} ({p.type}) " + ("no default" if p.default is None else f"default {p.default!r}"))
+    return "; ".join(parts)
 
 
 def _load() -> dict[str, dict[str, Any]]:
@@ -171,10 +188,12 @@ def trust_folder(folder: Path, digest: str | None = None, content: FolderContent
         raise NotADirectoryError(f"{root} is not a folder")
     if content is None:
         now = read_folder(root)  # for the copy of the checks' code, shown by the next `kb trust`
-        content = FolderContent(root, now.case_files, now.checks, now.files, full_hash(root, digest) if digest else now.hash)
+        content = FolderContent(root, now.case_files, now.checks, now.files, full_hash(root, digest) if digest else now.hash,
+                                now.settings)
     when = _dt.datetime.now().astimezone().isoformat(timespec="seconds")
     record: dict[str, Any] = {"hash": content.hash, "trusted_at": when,
-                              "checks": {k: list(v) for k, v in content.checks.items()}, "files": content.files}
+                              "checks": {k: list(v) for k, v in content.checks.items()}, "files": content.files,
+                              "settings": content.settings}
     with _locked():
         folders = _load()
         folders[str(root)] = record
@@ -198,6 +217,13 @@ def last_trusted(folder: Path) -> tuple[str, dict[str, tuple[str, str, bool]], d
         if isinstance(value, list) and len(value) == 3:
             checks[str(key)] = (str(value[0]), str(value[1]), bool(value[2]))
     return str(rec.get("trusted_at", "")), checks, {str(k): str(v) for k, v in rec["files"].items()}
+
+
+def last_settings(folder: Path) -> dict[str, str]:
+    """Each check's settings line as recorded by the last trust of `folder` ({} for none, or an old record)."""
+    rec = _load().get(str(_resolved(folder)))
+    settings = rec.get("settings") if rec is not None else None
+    return {str(k): str(v) for k, v in settings.items()} if isinstance(settings, dict) else {}
 
 
 def revoke_folder(folder: Path) -> bool:

@@ -192,17 +192,35 @@ def _detect_gpus(python: str) -> tuple[bool, str]:
 
 
 def module_available(module: str, python: str) -> tuple[bool, str]:
-    """Whether `module` can be found by the target Python (find_spec, not import)."""
+    """Whether `module` can be found by the target Python (its finders asked; nothing imported, no parent either)."""
     return _cached(("py:" + module, python), lambda: _detect_module(module, python))
 
 
+# Finds `a.b.c` the way the import system does, one component at a time, asking each
+# meta-path finder with the parent's search path, but never importing anything:
+# importlib.util.find_spec("a.b") would import (run) package `a` to learn its path, so a
+# case's `needs=py:a.b` would run a's __init__ before the user confirmed anything.
 _FIND_SPEC = (
-    "import importlib.util, sys\n"
-    "try:\n"
-    "    found = importlib.util.find_spec(sys.argv[1]) is not None\n"
-    "except Exception:\n"  # a missing parent package raises instead of returning None
-    "    found = False\n"
-    "sys.exit(0 if found else 1)\n"
+    "import sys\n"
+    "parts = sys.argv[1].split('.')\n"
+    "path = None\n"
+    "for i in range(len(parts)):\n"
+    "    name = '.'.join(parts[:i + 1])\n"
+    "    spec = None\n"
+    "    for finder in sys.meta_path:\n"
+    "        find = getattr(finder, 'find_spec', None)\n"
+    "        try:\n"
+    "            spec = find(name, path) if find is not None else None\n"
+    "        except Exception:\n"
+    "            spec = None\n"
+    "        if spec is not None:\n"
+    "            break\n"
+    "    if spec is None:\n"
+    "        sys.exit(1)\n"
+    "    path = spec.submodule_search_locations\n"
+    "    if path is None and i < len(parts) - 1:\n"
+    "        sys.exit(1)\n"
+    "sys.exit(0)\n"
 )
 
 

@@ -15,7 +15,18 @@ from pathlib import Path
 from typing import TextIO
 
 from kb.cases.digest import FolderEscape
-from kb.cases.trust import FolderContent, is_builtin, last_trusted, list_trusted, read_folder, recorded_hash, revoke_folder, trust_folder, trust_path
+from kb.cases.trust import (
+    FolderContent,
+    is_builtin,
+    last_settings,
+    last_trusted,
+    list_trusted,
+    read_folder,
+    recorded_hash,
+    revoke_folder,
+    trust_folder,
+    trust_path,
+)
 from kb.commands.run import is_interactive
 from kb.core.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from kb.core.safe_text import dumps, visible, visible_code
@@ -38,6 +49,8 @@ def _show_content(content: FolderContent, out: TextIO) -> None:
                   f"{len(content.files)} other file(s)"), file=out)
     for label, (lang, code, doctor) in content.checks.items():
         print(visible(f"--- {label} ({lang}{', doctor' if doctor else ''}) ---"), file=out)
+        if label in content.settings:
+            print(visible(f"  [{content.settings[label]}]"), file=out)
         for line in visible_code(code).rstrip("\n").splitlines():
             print(f"  | {line}", file=out)
     if content.files:
@@ -47,13 +60,20 @@ def _show_content(content: FolderContent, out: TextIO) -> None:
 
 
 def _show_diff(content: FolderContent, when: str, checks: dict[str, tuple[str, str, bool]], files: dict[str, str],
-               out: TextIO) -> int:
+               out: TextIO, settings: dict[str, str] | None = None) -> int:
     """What changed since the last trust: a unified diff of each check's code, and the other files. Returns the count."""
     changes = 0
     print(visible(f"{content.root}: changes since you trusted it ({when}):"), file=out)
     for label in sorted(set(checks) | set(content.checks)):
         old, new = checks.get(label), content.checks.get(label)
-        if old == new:
+        old_set, new_set = (settings or {}).get(label), content.settings.get(label)
+        if old == new and (old_set == new_set or settings is None):
+            continue
+        if old == new:  # the code is the same; its timeout, needs or a parameter default changed
+            changes += 1
+            print(visible(f"--- {label}: settings changed ---"), file=out)
+            print(visible(f"  - [{old_set}]"), file=out)
+            print(visible(f"  + [{new_set}]"), file=out)
             continue
         changes += 1
         old_lines = visible_code(old[1]).splitlines(keepends=True) if old else []
@@ -63,6 +83,8 @@ def _show_diff(content: FolderContent, when: str, checks: dict[str, tuple[str, s
         if old and new and old[2] != new[2]:
             doctor_note = f", doctor {'yes' if new[2] else 'no'} (was {'yes' if old[2] else 'no'})"
         print(visible(f"--- {label}: {state}{doctor_note} ---"), file=out)
+        if new_set is not None:
+            print(visible(f"  [{new_set}]"), file=out)
         for line in difflib.unified_diff(old_lines, new_lines, "trusted", "now", n=2):
             print(f"  {visible(line.rstrip(chr(10)))}", file=out)
     for rel in sorted(set(files) | set(content.files)):
@@ -112,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_OK
     folder: Path = args.folder
     if not folder.expanduser().is_dir():
-        raise UsageError(f"{folder} is not a folder")
+        raise UsageError(visible(f"{folder} is not a folder"))
     if is_builtin(folder):
         print("The built-in cases are always trusted; nothing to record.")
         return EXIT_OK
@@ -127,7 +149,7 @@ def run(args: argparse.Namespace) -> int:
     if previous is not None and unchanged:
         print(visible(f"{content.root} is already trusted with this content (since {previous[0]}); nothing changed."), file=out)
     elif previous is not None:
-        _show_diff(content, *previous, out=out)
+        _show_diff(content, *previous, out=out, settings=last_settings(folder) or None)
     else:
         _show_content(content, out)
     if not args.yes and not unchanged:  # the same content needs no second yes
@@ -150,6 +172,6 @@ def run(args: argparse.Namespace) -> int:
                   f"{len(content.files)} other file(s) (sha256 {record.hash[:12]})"))
     for c in checks:
         print(visible(f"  {c}"))
-    print("Its checks now run in `kb doctor` and `kb run --yes` until a case file there changes; "
-          f"undo with `kb trust --revoke {shlex.quote(str(record.folder))}`.")
+    print(visible("Its checks now run in `kb doctor` and `kb run --yes` until a file there changes; "
+                  f"undo with `kb trust --revoke {shlex.quote(str(record.folder))}`."))
     return EXIT_OK
