@@ -105,7 +105,7 @@ def test_case_file_that_is_a_fifo_is_reported_not_opened(tmp_path: Path) -> None
     os.mkfifo(fifo)
     res = py(f"""
         from pathlib import Path
-        from kb.casefile import parse_case_file
+        from kb.cases.casefile import parse_case_file
         case, problems = parse_case_file(Path({str(fifo)!r}))
         print(case, [p.message for p in problems])
     """, timeout=20)
@@ -156,7 +156,7 @@ def test_fifo_named_rank3_log_in_a_logs_folder_is_passed_over(tmp_path: Path) ->
     res = py(f"""
         import json
         from pathlib import Path
-        from kb.logsearch import analyse_files
+        from kb.logs.logsearch import analyse_files
         a = analyse_files(Path({str(logs)!r}))
         print(json.dumps({{"files": a.files, "notes": a.notes}}))
     """, timeout=30)
@@ -179,7 +179,7 @@ def test_1500_nested_log_folders_are_walked_without_recursion(tmp_path: Path, ne
     (deep / "rank1.log").write_text(LOG_TAIL, encoding="utf-8")
     res = py(f"""
         from pathlib import Path
-        from kb.logsearch import analyse_files
+        from kb.logs.logsearch import analyse_files
         print(len(analyse_files(Path({str(logs)!r})).files))
     """)
     assert res.returncode == 0, res.stderr
@@ -245,8 +245,8 @@ def test_fifos_in_the_index_folder_do_not_hang(tmp_path: Path) -> None:
     os.mkfifo(root / ".lock.owner")
     res = py(f"""
         from pathlib import Path
-        from kb import store
-        from kb.index_load import load_previous
+        from kb.index import store
+        from kb.index.load import load_previous
         root = Path({str(root)!r})
         print(load_previous(root, []))
         print(store.lock_holder(root))

@@ -229,7 +229,7 @@ def test_a_read_only_index_that_is_current_is_used_as_it_is(tiny, tmp_path: Path
 HOLD = """
 import sys, time
 from pathlib import Path
-from kb import store
+from kb.index import store
 with store.locked(Path(sys.argv[1]), wait=5):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

@@ -35,7 +35,7 @@ TEAM = {
 BUILD = """
 import sys
 from pathlib import Path
-from kb.index import open_index
+from kb.index.opener import open_index
 idx = open_index([Path(sys.argv[1])], index_dir=Path(sys.argv[2]), include_builtin=False, rebuild=True, progress=False)
 print(idx.generation.name, idx.status.dense, idx.status.dense_reason)
 """
