@@ -104,7 +104,8 @@ def draft_from_text(
     if engine is not None:
         answer = engine.search(text, k=k, abstain=False)
         for r in answer.results:
-            similar.append(Similar(r.id, float(r.score), r.confidence, r.title, r.category, str(r.path)))
+            # an unedited draft matched for sure is the case that covers this log, though never "high" to a reader
+            similar.append(Similar(r.id, float(r.score), "high" if r.capped_draft else r.confidence, r.title, r.category, str(r.path)))
         ids |= {d["id"] for d in engine.docs}
 
     if title:

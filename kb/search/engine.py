@@ -101,6 +101,9 @@ class Result:
     overrides_layer: str = ""
     kind: str = "curated"  # "light": one root cause from a few reports, checks optional
     p_right: float | None = None  # calibrated chance this answer is right (top result only)
+    # "high" lowered to "medium" only because the case is an unedited draft: the error line is matched for
+    # sure, so `kb new` still treats it as the case that already covers the log
+    capped_draft: bool = False
 
     @property
     def why(self) -> list[str]:
@@ -410,7 +413,6 @@ class Engine:
                 r.confidence = "low" if level == "low" or r.score < results[0].score - w.runner_up_gap else "medium"
         self._mark_near_misses(results, raw)
         unedited = self._cap_unedited(results)
-        family = self._cap_family(results)
         if abstain and stack.foreign:
             abstained = True
         nearest = results[:3] if abstained else []
@@ -423,8 +425,6 @@ class Engine:
         notes = list(self.index.status.notes)
         if unedited:
             notes.append(f"{', '.join(unedited)}: an unedited draft (its Causes and Fix still say TODO), so at most medium")
-        if family:
-            notes.append(f"{', '.join(family)}: this message has several possible causes; the entry's checks tell them apart, so at most medium")
         if stack.foreign:
             notes.append(f"this looks like {stack.label} output, not verl's stack (saw: {stack.evidence[:120]}); kb's cases do not cover it")
         if self._model_error:
@@ -498,16 +498,7 @@ class Engine:
         for r in results:
             if r.confidence == "high" and self.docs[self._position[r.id]].get("unedited"):
                 r.confidence = "medium"
-                capped.append(r.id)
-        return capped
-
-    def _cap_family(self, results: list[Result]) -> list[str]:
-        """A family entry knows the message, not which of its causes is this one: never "high"
-        (issue 24: a report whose cause nothing establishes must not get "high")."""
-        capped = []
-        for r in results:
-            if r.confidence == "high" and self.docs[self._position[r.id]].get("family"):
-                r.confidence = "medium"
+                r.capped_draft = True
                 capped.append(r.id)
         return capped
 
