@@ -74,7 +74,7 @@ def scrub_secrets(rendered: str, secrets: Iterable[str]) -> str:
     return rendered
 
 
-_PLACEHOLDER_RE = re.compile(r"<[^<>\s`]{1,60}>")
+_REDACTION_MARK_RE = re.compile(r"<[^<>\s`]{1,60}>")
 
 
 def _inline(text: str) -> str:
@@ -86,7 +86,7 @@ def _inline(text: str) -> str:
     """
     # `<password>`-style placeholders of the redaction read as inline HTML to a Markdown view, which
     # hides them while Copy fix copies them (kb check refuses that): they go in inline code
-    return _PLACEHOLDER_RE.sub(r"`\g<0>`", visible(text).replace("`", "'"))
+    return _REDACTION_MARK_RE.sub(r"`\g<0>`", visible(text).replace("`", "'"))
 
 
 def _excerpt_line(line: str) -> str:

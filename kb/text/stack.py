@@ -146,7 +146,7 @@ _FOREIGN: list[tuple[str, str, int]] = [
     ("php", r"^#\d+ \S+\.php\(\d+\): |^#\d+ \{main\}$", 2),
     # --- Ruby: backtrace lines "file.rb:12:in `meth'" (also "from ..."; Ruby 3.4 quotes with '),
     # the VM's bug report (vm_dump.c: "[BUG]", "-- C level backtrace information --")
-    ("ruby", r"\S+\.rb:\d+:in [`']", 2),
+    ("ruby", r"(?<!\S)\S+\.rb:\d+:in [`']", 2),
     ("ruby", r"^\S+:\d+: \[BUG\] |^-- (?:Control frame|Ruby level backtrace|C level backtrace) information -+", 2),
     # --- .NET: "   at Ns.Type.Method(args) in file.cs:line N", the runtime's rethrow and inner-exception separators,
     # exceptions of the System namespace, the host's "Unhandled exception." (learn.microsoft.com, Exception.StackTrace)
@@ -165,7 +165,7 @@ _FOREIGN: list[tuple[str, str, int]] = [
     # --- Apple: crash-report header fields (developer.apple.com, "Examining the fields in a crash report"),
     # Xcode tools' diagnostics on Apple-only sources and their bug-report line
     ("macos", r"^Exception Type:\s+EXC_|^Crashed Thread:\s+\d+|^Termination Signal:\s|^Thread \d+ Crashed::?|^Exception Codes:\s", 2),
-    ("macos", r"\S+\.(?:xib|storyboard|swift|m|mm)(?::\d+(?::\d+)?)?: (?:error|Internal error)\b|\bbugreport\.apple\.com\b|^\*\* BUILD FAILED \*\*$", 2),
+    ("macos", r"(?<!\S)\S+\.(?:xib|storyboard|swift|m|mm)(?::\d+(?::\d+)?)?: (?:error|Internal error)\b|\bbugreport\.apple\.com\b|^\*\* BUILD FAILED \*\*$", 2),
     # --- Windows Error Reporting / Application event 1000 fields
     ("windows", r"\bAPPCRASH\b|^Faulting application name:|^\s*Fault(?:ing)? Module Name:|\bException [Cc]ode: ?0x[0-9a-fA-F]{8}\b", 2),
     # --- C/C++ sanitizers (compiler-rt sanitizer_common report format)
