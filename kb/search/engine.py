@@ -41,6 +41,7 @@ from kb.search.rerank import (
 )
 from kb.search.signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
 from kb.search.versions import judge, paste_versions
+from kb.text.metric_lines import only_metrics
 from kb.text.signals import Signals, extract
 
 # --- calibration (issue 13): stack detection, weak signatures, fitted confidence
@@ -411,6 +412,12 @@ class Engine:
             results[0].confidence, results[0].p_right = level, p
             for r in results[1:]:  # a runner-up is never more certain than the top answer
                 r.confidence = "low" if level == "low" or r.score < results[0].score - w.runner_up_gap else "medium"
+        metrics_only = bool(results) and not signals.error_lines and only_metrics(text)
+        if metrics_only:
+            # healthy step metrics share words with every numerics entry but show no failure: nothing is likely
+            for r in results:
+                if not raw.hits.get(r.id):
+                    r.confidence, r.p_right = "low", None
         self._mark_near_misses(results, raw)
         unedited = self._cap_unedited(results)
         if abstain and stack.foreign:
@@ -425,6 +432,9 @@ class Engine:
         notes = list(self.index.status.notes)
         if unedited:
             notes.append(f"{', '.join(unedited)}: an unedited draft (its Causes and Fix still say TODO), so at most medium")
+        if metrics_only:
+            notes.append("these lines are training metrics with no error line and no NaN or inf value: "
+                         "the answers share words with them, nothing points at a failure")
         if stack.foreign:
             notes.append(f"this looks like {stack.label} output, not verl's stack (saw: {stack.evidence[:120]}); kb's cases do not cover it")
         if self._model_error:
