@@ -180,30 +180,7 @@ def _order(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if item.nodeid in KNOWN_AFTER_MERGE:
-            item.add_marker(pytest.mark.xfail(strict=False, reason="failed or unverified after the last merges of stop 23; see tests/conftest.py"))
-    for item in items:
         if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
     items.sort(key=_order)  # stable: files keep their order within each group
-
-
-# Failing or unverified after the last merges of stop 23 (trust, bounds, rank, app, logs, stacks,
-# adversary and the package move landed within the last hour; the session ran out before each of these
-# was run again). Each stays in the suite and reports XPASS once it passes; the next session fixes or
-# removes every line here (the closing note of stop 23 lists them).
-KNOWN_AFTER_MERGE = {
-    "tests/test_cluster.py::test_a_killed_node_is_unreachable_a_hanging_check_is_cut_and_kb_is_shipped_where_missing",
-    "tests/test_calibration.py::test_eval_json_has_calibration_fields",
-    "tests/test_calibration.py::test_dev_floors_and_calibration",
-    "tests/test_calibration.py::test_app_agreeing_follow_up_keeps_confidence_and_decline_says_the_stack",
-    "tests/test_reliability.py::test_killed_rebuilds_never_break_the_next_search",
-    "tests/test_reliability.py::test_two_builders_at_once_leave_one_good_index",
-    "tests/test_app_pty.py::test_a_whole_log_pasted_with_cr_line_ends_gets_the_answer_of_the_same_log_with_lf",
-    "tests/test_app_pty.py::test_a_typed_path_to_a_log_is_read_as_that_file",
-    "tests/test_paste_text.py::test_kb_search_gives_the_same_answer_for_cr_crlf_lf_and_a_path",
-    "tests/test_search.py::test_nccl_paste_finds_the_case_first_with_reasons",
-    "tests/test_redact.py::test_long_text_is_fast",
-    "tests/test_signals.py::test_huge_paste_is_bounded_and_keeps_middle_errors",
-}
 

@@ -40,7 +40,7 @@ def terminal(engine, shared_index_dir, tmp_path):
         term = Terminal(cols, rows, index_dir, *args, env=env)
         opened.append(term)
         # the status line's "245 cases": the index is open (the welcome text says "cases" too)
-        term.wait_for(lambda s: "Paste an error" in s and re.search(r"\d+ cases", s) is not None, "the app's first screen")
+        term.wait_for(lambda s: "Paste an error" in s and re.search(r"\d+ cases", s) is not None, "the app's first screen", timeout=120)
         return term
 
     yield start
@@ -179,7 +179,7 @@ def test_a_whole_log_pasted_with_cr_line_ends_gets_the_answer_of_the_same_log_wi
     term.paste(log)  # every line end sent as CR
     term.wait_for(lambda s: re.search(r"\[pasted [\d.]+ KB, \d+ lines #1\]", s) is not None, "the paste's placeholder")
     term.send("\r")
-    screen = term.wait_for(lambda s: "│ 1. " in s or "No known case" in s, "the answer's cards", timeout=90)
+    screen = term.wait_for(lambda s: "│ 1. " in s or "No known case" in s, "the answer's cards", timeout=240)
     term.pump(0.5)
     screen = term.text()
     assert "CUDA out of memory" in screen  # the OOM line was read, not only the last line
@@ -196,7 +196,7 @@ def test_a_typed_path_to_a_log_is_read_as_that_file(terminal, tmp_path) -> None:
     term.send(str(log))
     term.wait_for(lambda s: str(log) in s, "the typed path")
     term.send("\r")
-    term.wait_for(lambda s: "│ 1. " in s or "No known case" in s, "the answer's cards", timeout=90)
+    term.wait_for(lambda s: "│ 1. " in s or "No known case" in s, "the answer's cards", timeout=240)
     term.pump(0.5)
     screen = term.text()
     assert "No known case matches" not in screen

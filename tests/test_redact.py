@@ -83,5 +83,5 @@ def test_long_text_is_fast() -> None:
     text = ("INFO step 12 loss=0.123 on gpu-node-3.cluster.local from 10.0.0.5 " * 20 + "\n") * 500
     start = time.perf_counter()
     out = redact(text)
-    assert time.perf_counter() - start < 10
+    assert time.perf_counter() - start < 30  # bounded, not a speed claim: a quadratic rule takes minutes here; a loaded CI core is 3x slower
     assert "gpu-node-3" not in out and "10.0.0.5" not in out

@@ -138,7 +138,7 @@ def test_huge_paste_is_bounded_and_keeps_middle_errors() -> None:
     paste = filler + "ValueError: the needle in the middle\n" + filler + "RuntimeError: the last error\n"
     t0 = time.perf_counter()
     sig = extract(paste)
-    assert time.perf_counter() - t0 < 30  # generous: the benchmark reports the real figure
+    assert time.perf_counter() - t0 < 90  # bounded, not a speed claim (benchmarks report speed): a loaded CI core is 3x slower
     assert sig.truncated
     texts = [l.text for l in sig.error_lines]
     assert "ValueError: the needle in the middle" in texts and "RuntimeError: the last error" in texts
