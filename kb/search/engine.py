@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from kb.cases.casefile import FAMILY_TAGS
 from kb.cases.provenance import Origin, OriginMap
 from kb.index.documents import CaseDoc
 from kb.index.opener import LoadedIndex, open_index
@@ -420,6 +421,7 @@ class Engine:
                     r.confidence, r.p_right = "low", None
         self._mark_near_misses(results, raw)
         unedited = self._cap_unedited(results)
+        family = self._cap_declared_family(results)
         if abstain and stack.foreign:
             abstained = True
         nearest = results[:3] if abstained else []
@@ -432,6 +434,8 @@ class Engine:
         notes = list(self.index.status.notes)
         if unedited:
             notes.append(f"{', '.join(unedited)}: an unedited draft (its Causes and Fix still say TODO), so at most medium")
+        if family:
+            notes.append(f"{', '.join(family)}: an entry for a symptom with several possible causes; its checks tell them apart, so at most medium")
         if metrics_only:
             notes.append("these lines are training metrics with no error line and no NaN or inf value: "
                          "the answers share words with them, nothing points at a failure")
@@ -501,6 +505,16 @@ class Engine:
 
             self._weak = cached_weak_signatures(self.docs, self.index.generation, WEAK_CROSS_CHECK_MAX_CASES)
         return self._weak
+
+    def _cap_declared_family(self, results: list[Result]) -> list[str]:
+        """An entry its authors tagged `family`/`triage` names a symptom, not which of its causes this is: never "high"
+        (issue 24). Only the tag: an entry for one message with a few known causes (CUDA OOM) keeps its "high"."""
+        capped = []
+        for r in results:
+            if r.confidence == "high" and FAMILY_TAGS & {t.lower() for t in self.docs[self._position[r.id]].get("tags", [])}:
+                r.confidence = "medium"
+                capped.append(r.id)
+        return capped
 
     def _cap_unedited(self, results: list[Result]) -> list[str]:
         """A draft whose Causes and Fix still say TODO knows an error line, not an answer: never "high"."""
