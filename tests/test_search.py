@@ -158,3 +158,13 @@ def test_healthy_step_metrics_are_not_answered_medium_without_the_dense_model(en
     # a signature hit keeps its level without the model
     nccl = engine.search("unhandled system error (run with NCCL_DEBUG=INFO for details)", use=("signature", "lexical"))
     assert nccl.results[0].id == "nccl-unhandled-system-error" and nccl.results[0].confidence != "low"
+
+
+def test_a_declared_family_entry_is_never_high(engine) -> None:
+    """`CUDA error: unknown error` matches the family entry's own signature, but the entry names a symptom with
+    several causes: medium at most, and the answer says its checks tell them apart (issue 24)."""
+    answer = engine.search("RuntimeError: CUDA error: unknown error\nCUDA kernel errors might be asynchronously reported at some other API call")
+    top = answer.results[0]
+    assert top.id == "cuda-error-cause-hidden"
+    assert top.confidence == "medium"
+    assert any("tell them apart" in n for n in answer.notes), answer.notes
