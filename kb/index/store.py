@@ -6,6 +6,7 @@ Layout of an index folder:
     gen-<stamp>/         manifest.json, docs.json, vectors.npy (+ vectors.faiss)
     models/<sha>.onnx    the ONNX export of a model, by weights hash
     models/<sha>.json    its export check (cosine against sentence-transformers)
+    models/<sha>.fast-ort<version>/  the export, optimised once, weights mapped (kb.index.fast_model)
     .lock                filelock held while writing
     .lock.owner          PID, host and start time of the lock's holder
 
