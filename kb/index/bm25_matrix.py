@@ -45,6 +45,14 @@ class SavedBM25:
         arrays = [np.load(folder / name, allow_pickle=False) for name in FILES[:3]]
         return cls(arrays[0], arrays[1], arrays[2], vocab, int(params["num_docs"]))
 
+    def contains(self, term: str, doc: int) -> bool:
+        """Whether the document has the term: a term's column lists exactly the documents it occurs in
+        (every BM25 weight of an occurring term is positive with these methods)."""
+        tid = self.vocab_dict.get(term)
+        if tid is None or tid + 1 >= len(self.indptr):
+            return False
+        return bool((self.indices[int(self.indptr[tid]) : int(self.indptr[tid + 1])] == doc).any())
+
     def get_scores(self, terms: list[str]) -> np.ndarray:
         """The BM25 score of every document for these terms (each counted once per occurrence in `terms`)."""
         scores = np.zeros(self.num_docs, dtype=np.float32)
