@@ -47,6 +47,9 @@ class LoadedIndex:
     row_case: np.ndarray  # vector row -> index into docs
     status: IndexStatus
     _faiss: Any = None
+    # the case files of each folder as listed when the index was found current (kb.index.opener); None when
+    # not known (a rebuild, the previous generation): kb.cases.provenance then lists them itself
+    case_files: dict[Path, list[Path]] | None = None
 
     @property
     def dense_available(self) -> bool:
