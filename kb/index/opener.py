@@ -19,7 +19,6 @@ from pathlib import Path
 from kb.cases.caseset import case_folders
 from kb.core.paths import default_index_dir, is_writable_dir
 from kb.index import store
-from kb.index.build import update
 from kb.index.fingerprint import file_stats, model_identity, walk_folders
 from kb.index.folder import choose_root
 from kb.index.load import IndexStatus, LoadedIndex, load_if_current, load_previous
@@ -76,6 +75,8 @@ def open_index(
             moved = store.set_aside_bad_current(root)
             if moved:
                 notes.append(moved)
+            from kb.index.build import update  # parsing and embedding: not on the path of a current index
+
             return update(root, folders, extra_dirs, include_builtin, spec, spec_error, identity, rebuild, progress, notes, dense_texts)
     except store.IndexBusy as busy:
         previous = load_previous(root, notes)
