@@ -39,7 +39,7 @@ class SavedBM25:
         if params.get("method", "lucene") not in ("lucene", "robertson", "atire"):
             # bm25l / bm25+ add a non-occurrence term this reader does not apply
             raise ValueError(f"BM25 method {params.get('method')!r} is not read here")
-        vocab = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
+        vocab = json.loads((folder / "vocab.index.json").read_bytes())
         if not isinstance(vocab, dict) or not all(isinstance(v, int) for v in vocab.values()):
             raise ValueError("BM25 vocabulary is not a term -> id map")
         arrays = [np.load(folder / name, allow_pickle=False) for name in FILES[:3]]

@@ -172,7 +172,7 @@ def check_generation_files(gen: Path) -> None:
 def read_manifest(gen: Path) -> dict[str, Any]:
     check_generation_files(gen)
     try:
-        manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+        manifest = json.loads((gen / "manifest.json").read_bytes())
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise IndexCorrupt(f"{gen / 'manifest.json'}: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION or manifest.get("app") != "kb":
