@@ -99,6 +99,26 @@ def test_case_file_linked_to_proc_pagemap_is_skipped_not_read(tmp_path: Path) ->
     assert "1 cases loaded" in out or "1 case loaded" in out
 
 
+def test_walk_resolves_files_through_a_linked_folder_and_links_inside_it(tmp_path: Path) -> None:
+    """The walk resolves a file from its folder's resolved path (no realpath per file): a folder
+    reached through a link into /proc, and links among plain files, are still found out."""
+    from kb.core.file_bounds import walk_files
+
+    (tmp_path / "into-proc").symlink_to("/proc/self/fdinfo")  # plain files (not links) inside /proc
+    res = walk_files(tmp_path / "into-proc", lambda name: True)
+    # (the descriptor the walk itself had open is gone by the time it is looked at: "no such file")
+    assert res.files == [] and any("/proc/" in line for line in res.skipped)
+    team = tmp_path / "team"
+    (team / "sub").mkdir(parents=True)
+    (team / "sub" / "a.md").write_text("x", encoding="utf-8")
+    (team / "b.md").symlink_to(team / "sub" / "a.md")
+    (team / "c.md").symlink_to("/proc/self/status")
+    (tmp_path / "team-link").symlink_to(team)
+    res = walk_files(tmp_path / "team-link", lambda name: name.endswith(".md"))
+    assert res.files == [tmp_path / "team-link" / "b.md", tmp_path / "team-link" / "sub" / "a.md"]
+    assert len(res.skipped) == 1 and "c.md" in res.skipped[0] and "/proc/" in res.skipped[0]
+
+
 def test_case_file_that_is_a_fifo_is_reported_not_opened(tmp_path: Path) -> None:
     fifo = tmp_path / "team" / "trap.md"
     fifo.parent.mkdir()

@@ -51,21 +51,27 @@ def case_origin(case: Case) -> Origin:
 class OriginMap:
     """Layer and overridden file of any case file of the current layers."""
 
-    def __init__(self, layers: list[Layer]) -> None:
+    def __init__(self, layers: list[Layer], walked: dict[Path, list[Path]] | None = None) -> None:
         self.layers = layers
+        self._walked = walked  # folder -> its case files, when the caller has just listed them
         self._by_stem: dict[str, list[tuple[int, Path]]] | None = None
 
     @classmethod
-    def current(cls, extra: list[Path] | None = None, include_builtin: bool = True) -> OriginMap:
-        return cls(case_layers(extra, include_builtin))
+    def current(cls, extra: list[Path] | None = None, include_builtin: bool = True,
+                walked: dict[Path, list[Path]] | None = None) -> OriginMap:
+        return cls(case_layers(extra, include_builtin), walked)
+
+    def _files(self, folder: Path) -> list[Path]:
+        if self._walked is not None and folder in self._walked:
+            return self._walked[folder]
+        return case_files(folder) if folder.is_dir() else []
 
     def _stems(self) -> dict[str, list[tuple[int, Path]]]:
         if self._by_stem is None:
             by_stem: dict[str, list[tuple[int, Path]]] = {}
             for i, layer in enumerate(self.layers):
-                if layer.path.is_dir():
-                    for path in case_files(layer.path):
-                        by_stem.setdefault(path.stem, []).append((i, path))
+                for path in self._files(layer.path):
+                    by_stem.setdefault(path.stem, []).append((i, path))
             self._by_stem = by_stem
         return self._by_stem
 

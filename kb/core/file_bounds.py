@@ -52,6 +52,11 @@ def _pseudo(path: Path) -> str | None:
         real = os.path.realpath(path)
     except (OSError, ValueError):
         return None
+    return _pseudo_real(real)
+
+
+def _pseudo_real(real: str) -> str | None:
+    """`real` (a resolved path) if it lies in a pseudo filesystem, else None."""
     for root in PSEUDO_ROOTS:
         if real == root or real.startswith(root + "/"):
             return real
@@ -151,10 +156,16 @@ def walk_files(root: Path, want: Callable[[str], bool], max_entries: int = MAX_W
     listed in `skipped` with what it is, not opened.
     """
     out = WalkResult()
-    stack = [root]
+    # Each folder with its resolved path: the walk descends no link, so a file that is not a link
+    # resolves to its folder's path plus its name (a realpath per file was most of a cold search's walk).
+    try:
+        real_root: str | None = os.path.realpath(root)
+    except (OSError, ValueError):
+        real_root = None
+    stack: list[tuple[Path, str | None]] = [(root, real_root)]
     seen = 0
     while stack:
-        folder = stack.pop()
+        folder, real_folder = stack.pop()
         try:
             with os.scandir(folder) as it:
                 entries = list(it)
@@ -169,7 +180,7 @@ def walk_files(root: Path, want: Callable[[str], bool], max_entries: int = MAX_W
                 return out
             try:
                 if entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
+                    stack.append((Path(entry.path), None if real_folder is None else os.path.join(real_folder, entry.name)))
                     continue
                 if not want(entry.name):
                     continue
@@ -180,8 +191,14 @@ def walk_files(root: Path, want: Callable[[str], bool], max_entries: int = MAX_W
             path = Path(entry.path)
             if not stat.S_ISREG(mode):
                 out.skipped.append(f"{visible(path)}: {kind_of(mode)}, not read")
-            elif _pseudo(path) is not None:
-                out.skipped.append(f"{visible(path)}: a link to {visible(_pseudo(path))}, not read")
+                continue
+            try:
+                link = entry.is_symlink()
+            except OSError:
+                link = True
+            pseudo = _pseudo(path) if link or real_folder is None else _pseudo_real(os.path.join(real_folder, entry.name))
+            if pseudo is not None:
+                out.skipped.append(f"{visible(path)}: a link to {visible(pseudo)}, not read")
             else:
                 out.files.append(path)
     out.files.sort()

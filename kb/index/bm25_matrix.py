@@ -39,11 +39,19 @@ class SavedBM25:
         if params.get("method", "lucene") not in ("lucene", "robertson", "atire"):
             # bm25l / bm25+ add a non-occurrence term this reader does not apply
             raise ValueError(f"BM25 method {params.get('method')!r} is not read here")
-        vocab = json.loads((folder / "vocab.index.json").read_text(encoding="utf-8"))
+        vocab = json.loads((folder / "vocab.index.json").read_bytes())
         if not isinstance(vocab, dict) or not all(isinstance(v, int) for v in vocab.values()):
             raise ValueError("BM25 vocabulary is not a term -> id map")
         arrays = [np.load(folder / name, allow_pickle=False) for name in FILES[:3]]
         return cls(arrays[0], arrays[1], arrays[2], vocab, int(params["num_docs"]))
+
+    def contains(self, term: str, doc: int) -> bool:
+        """Whether the document has the term: a term's column lists exactly the documents it occurs in
+        (every BM25 weight of an occurring term is positive with these methods)."""
+        tid = self.vocab_dict.get(term)
+        if tid is None or tid + 1 >= len(self.indptr):
+            return False
+        return bool((self.indices[int(self.indptr[tid]) : int(self.indptr[tid + 1])] == doc).any())
 
     def get_scores(self, terms: list[str]) -> np.ndarray:
         """The BM25 score of every document for these terms (each counted once per occurrence in `terms`)."""

@@ -17,7 +17,9 @@ from kb.index.model import MAX_SEQ_LENGTH
 
 
 class OnnxEncoder:
-    def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1) -> None:
+    def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1, fast: bool = True) -> None:
+        """`fast`: open the export's fast copy (kb.index.fast_model), making it if it is missing;
+        off for an export still being checked."""
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -26,7 +28,20 @@ class OnnxEncoder:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        path = Path(onnx_path)
+        if fast:
+            from kb.index.fast_model import fast_copy, make_fast_copy
+
+            path = fast_copy(path, ort.__version__) or make_fast_copy(path, ort) or path
+        try:
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception:
+            if path == Path(onnx_path):
+                raise
+            # a damaged copy: the export itself still answers
+            path = Path(onnx_path)
+            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.model_path = path  # the file the session was opened from
         self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
         self.tokenizer.no_padding()
         self.tokenizer.enable_truncation(MAX_SEQ_LENGTH)

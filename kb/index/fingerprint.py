@@ -17,13 +17,18 @@ from kb.index.model import ModelSpec
 from kb.text.tokenize import TOKENIZER_VERSION
 
 
-def file_stats(folders: list[Path]) -> dict[str, list[int]]:
-    """Case file -> [size, mtime_ns], for every case file of the folders."""
+def walk_folders(folders: list[Path]) -> dict[Path, list[Path]]:
+    """The case files of each folder that exists: one walk serves the freshness check and the
+    results' origins (walking twice was a tenth of a cold search)."""
+    return {folder: case_files(folder) for folder in folders if folder.is_dir()}
+
+
+def file_stats(folders: list[Path], walked: dict[Path, list[Path]] | None = None) -> dict[str, list[int]]:
+    """Case file -> [size, mtime_ns], for every case file of the folders (`walked`: their files, already listed)."""
+    walked = walk_folders(folders) if walked is None else walked
     stats: dict[str, list[int]] = {}
     for folder in folders:
-        if not folder.is_dir():
-            continue
-        for path in case_files(folder):
+        for path in walked.get(folder, []):
             try:
                 st = path.stat()
             except OSError:

@@ -59,7 +59,10 @@ class LexicalIndex:
         return np.asarray(self.retriever.get_scores(terms), dtype=np.float32), terms
 
     def shared_terms(self, index: int, terms: list[str], limit: int = 8) -> list[str]:
-        """Query terms found in one case (tokenized on demand: only shown results need it)."""
+        """Query terms found in one case: read from the saved BM25 columns (no tokenizing on the
+        query path), else tokenized on demand (only shown results need it)."""
+        if isinstance(self.retriever, SavedBM25):
+            return [t for t in terms if self.retriever.contains(t, index)][:limit]
         doc = self._token_sets.get(index)
         if doc is None:
             doc = self._token_sets[index] = set(tokenize(self.docs[index]["lexical"]))

@@ -47,6 +47,9 @@ class LoadedIndex:
     row_case: np.ndarray  # vector row -> index into docs
     status: IndexStatus
     _faiss: Any = None
+    # the case files of each folder as listed when the index was found current (kb.index.opener); None when
+    # not known (a rebuild, the previous generation): kb.cases.provenance then lists them itself
+    case_files: dict[Path, list[Path]] | None = None
 
     @property
     def dense_available(self) -> bool:
@@ -119,7 +122,8 @@ def check_vectors(vectors: np.ndarray, row_case: np.ndarray, docs: list[CaseDoc]
 
 def load_generation(root: Path, gen: Path, manifest: dict[str, Any], notes: list[str]) -> LoadedIndex:
     """Read and check a generation's docs and vectors; IndexCorrupt (or an OSError, ValueError) when they are not sound."""
-    docs = check_docs(json.loads((gen / "docs.json").read_text(encoding="utf-8")), manifest)
+    # bytes: json decodes the UTF-8 itself, without a text layer's newline pass (a tenth of opening the index)
+    docs = check_docs(json.loads((gen / "docs.json").read_bytes()), manifest)
     vectors = np.load(gen / "vectors.npy", allow_pickle=False)
     row_case = np.load(gen / "rows.npy", allow_pickle=False)
     if len(vectors) != manifest.get("vectors"):

@@ -54,6 +54,9 @@ def _clean_models(models: Path) -> None:
             tmp.unlink()
         except OSError:
             pass
+    from kb.index.fast_model import clean_fast_copies
+
+    clean_fast_copies(models)
 
 
 def prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_texts: list[str]) -> tuple[dict[str, Any], Any]:
@@ -77,7 +80,7 @@ def prepare_model(root: Path, spec: ModelSpec | None, spec_error: str, sample_te
             models.mkdir(parents=True, exist_ok=True)
             tmp = models / f".{sha}.{os.getpid()}.onnx.tmp"
             export_onnx(spec, tmp)
-            encoder = OnnxEncoder(tmp, spec.path / "tokenizer.json", threads=2)
+            encoder = OnnxEncoder(tmp, spec.path / "tokenizer.json", threads=2, fast=False)
             texts = sample_texts[:400] or ["a sample"]
             ref = torch_embeddings(spec, texts)
             ours = encoder.encode(texts)

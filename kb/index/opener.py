@@ -19,8 +19,7 @@ from pathlib import Path
 from kb.cases.caseset import case_folders
 from kb.core.paths import default_index_dir, is_writable_dir
 from kb.index import store
-from kb.index.build import update
-from kb.index.fingerprint import file_stats, model_identity
+from kb.index.fingerprint import file_stats, model_identity, walk_folders
 from kb.index.folder import choose_root
 from kb.index.load import IndexStatus, LoadedIndex, load_if_current, load_previous
 from kb.index.model import ModelError, ModelSpec, resolve_model
@@ -50,28 +49,34 @@ def open_index(
         spec_error = ""
     except ModelError as exc:
         spec, spec_error = None, str(exc)
-    stats = file_stats(folders)
+    walked = walk_folders(folders)
+    stats = file_stats(folders, walked)
     identity = model_identity(spec)
     requested = Path(index_dir) if index_dir else default_index_dir()
     if not rebuild and not is_writable_dir(requested):
         # a shared, read-only index (an admin's, on a read-only mount) is used as it is while it is current
         loaded = load_if_current(requested, folders, stats, identity, [f"index folder {requested} is read-only; using its index as it is"], any_model=not dense)
         if loaded is not None:
+            loaded.case_files = walked  # current: made from exactly these files
             return loaded
     root, notes = choose_root(index_dir)
     if not rebuild:
         loaded = load_if_current(root, folders, stats, identity, notes, any_model=not dense)
         if loaded is not None:
+            loaded.case_files = walked  # current: made from exactly these files
             return loaded
     try:
         with store.locked(root):
             if not rebuild:  # another process may have finished the update while we waited
                 loaded = load_if_current(root, folders, stats, identity, notes, any_model=not dense)
                 if loaded is not None:
+                    loaded.case_files = walked
                     return loaded
             moved = store.set_aside_bad_current(root)
             if moved:
                 notes.append(moved)
+            from kb.index.build import update  # parsing and embedding: not on the path of a current index
+
             return update(root, folders, extra_dirs, include_builtin, spec, spec_error, identity, rebuild, progress, notes, dense_texts)
     except store.IndexBusy as busy:
         previous = load_previous(root, notes)

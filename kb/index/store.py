@@ -6,6 +6,7 @@ Layout of an index folder:
     gen-<stamp>/         manifest.json, docs.json, vectors.npy (+ vectors.faiss)
     models/<sha>.onnx    the ONNX export of a model, by weights hash
     models/<sha>.json    its export check (cosine against sentence-transformers)
+    models/<sha>.fast-ort<version>/  the export, optimised once, weights mapped (kb.index.fast_model)
     .lock                filelock held while writing
     .lock.owner          PID, host and start time of the lock's holder
 
@@ -171,7 +172,7 @@ def check_generation_files(gen: Path) -> None:
 def read_manifest(gen: Path) -> dict[str, Any]:
     check_generation_files(gen)
     try:
-        manifest = json.loads((gen / "manifest.json").read_text(encoding="utf-8"))
+        manifest = json.loads((gen / "manifest.json").read_bytes())
     except (OSError, ValueError, UnicodeDecodeError) as exc:
         raise IndexCorrupt(f"{gen / 'manifest.json'}: {exc}") from exc
     if not isinstance(manifest, dict) or manifest.get("format_version") != FORMAT_VERSION or manifest.get("app") != "kb":

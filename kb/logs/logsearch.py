@@ -18,15 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kb.core import regex_cache
 from kb.core.file_bounds import MAX_WALK_ENTRIES, shown_name, walk_files
-from kb.logs.baseline import set_aside, templates
 from kb.logs.death import Death, death_of, memory_pressure
 from kb.logs.ranks import RankVerdict, explaining_line, verdict
 from kb.logs.reduce import LogLine, Reduction, parse, reduce_lines
 from kb.logs.stage import Stage, contradicts, detect
 from kb.search.evidence import Evidence
 from kb.text.signals import read_log_noted
-from kb.text.user_words import leading_words
 
 if TYPE_CHECKING:
     from kb.search.engine import Answer, Engine
@@ -35,9 +34,9 @@ MIN_LOG_LINES = 6  # a shorter paste is a query, searched as typed
 MAX_FILES = 512
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 FILE_RANK_RES = [
-    re.compile(r"attempt_\d+/(\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),  # torchrun --log-dir
-    re.compile(r"(?:^|[/_\-.])(?:rank|worker|node|proc|gpu)[_\-]?(\d+)(?=[/_\-.]|$)", re.I),
-    re.compile(r"(?:^|/)(\d+)\.(?:log|txt|out|err)$"),
+    regex_cache.compile(r"attempt_\d+/(\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),  # torchrun --log-dir
+    regex_cache.compile(r"(?:^|[/_\-.])(?:rank|worker|node|proc|gpu)[_\-]?(\d+)(?=[/_\-.]|$)", re.I),
+    regex_cache.compile(r"(?:^|/)(\d+)\.(?:log|txt|out|err)$"),
 ]
 STAGE_DEMOTION = 0.5
 HOST_OOM_TAG = "oom-killer"  # the memory entries about the kernel's OOM killer carry this tag
@@ -161,6 +160,8 @@ def _analyse(lines: list[LogLine], good: str | None, baseline_path: str, files: 
     removed = 0
     every = lines
     if good is not None:
+        from kb.logs.baseline import set_aside, templates  # only with --baseline: not on a plain search's path
+
         lines, removed = set_aside(lines, templates(good))
     red = reduce_lines(lines)
     # progress lines the good run also printed still say how far this run got
@@ -286,7 +287,11 @@ def search_analysis(engine: Engine, analysis: LogAnalysis, k: int = 5, use: tupl
     if frames:
         query = "\n".join(frames[-2:]) + "\n" + query  # in log order: the frame is printed above the error
     # a sentence the user typed above the pasted log names the failure too (kb.text.user_words)
-    words = leading_words(fallback_text) if typed and analysis.query and not analysis.files else ""
+    words = ""
+    if typed and analysis.query and not analysis.files:
+        from kb.text.user_words import leading_words  # a pasted log only: not on a one-line search's path
+
+        words = leading_words(fallback_text)
     if words:
         query = words + "\n" + query
     answer = engine.search(query, context="\n".join([*frames[:-2], context] if context else frames[:-2]), **kwargs)

@@ -271,8 +271,10 @@ class Engine:
     @classmethod
     def open(cls, extra_dirs: list[Path] | None = None, **kwargs: Any) -> Engine:
         weights = kwargs.pop("weights", DEFAULT_WEIGHTS)
-        engine = cls(open_index(extra_dirs, **kwargs), weights)
-        engine.origins = OriginMap.current(extra_dirs, kwargs.get("include_builtin", True))
+        index = open_index(extra_dirs, **kwargs)
+        engine = cls(index, weights)
+        # the folders open_index just listed: the results' origins need no second walk
+        engine.origins = OriginMap.current(extra_dirs, kwargs.get("include_builtin", True), index.case_files)
         return engine
 
     # ------------------------------------------------------------ dense model
