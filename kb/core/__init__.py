@@ -1,4 +1,4 @@
-"""Locations, exit codes, atomic writes, configuration, text made safe to show, and fixed regexes compiled once.
+"""Locations, exit codes, atomic writes, configuration, and text made safe to show.
 
 May import: the standard library and third-party packages only. Arrows only go down (tests/test_packages.py).
 """
