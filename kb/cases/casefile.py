@@ -20,7 +20,6 @@ from kb.cases.blocks import Block, parse_body, section_markdown
 from kb.cases.check_code import code_findings
 from kb.cases.frontmatter import FrontMatterError, load_front_matter
 from kb.cases.params import DEFAULT_TYPE, ENV_REF_RE, PARAM_TYPES, env_name, value_error
-from kb.core import regex_cache
 from kb.core.safe_text import UNSAFE_BLOCK_RE, visible
 
 REQUIRED_KEYS = ("id", "title", "category", "signatures", "symptoms", "sources")
@@ -41,9 +40,9 @@ DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 600.0
 REGEX_PREFIX = "regex:"
 FAMILY_TAGS = frozenset({"family", "triage"})
-_LIST_ITEM_RE = regex_cache.compile(r"^(?:\d+[.)]|[-*]) ", re.M)  # a numbered or bulleted candidate cause
-ID_RE = regex_cache.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
-NEED_RE = regex_cache.compile(r"^(gpu|multi-gpu|cmd:[A-Za-z0-9_.+-]+|py:[A-Za-z0-9_.]+)$")
+_LIST_ITEM_RE = re.compile(r"^(?:\d+[.)]|[-*]) ", re.M)  # a numbered or bulleted candidate cause
+ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
+NEED_RE = re.compile(r"^(gpu|multi-gpu|cmd:[A-Za-z0-9_.+-]+|py:[A-Za-z0-9_.]+)$")
 # Bounds on one case (case files are untrusted input; docs/case-format.md).
 MAX_SIGNATURES = 200
 MAX_CHECKS = 50

@@ -10,7 +10,7 @@ become code, whatever the language or where the variable is used.
 
 from __future__ import annotations
 
-from kb.core import regex_cache
+import re
 
 PARAM_TYPES = ("int", "name", "path", "text")
 DEFAULT_TYPE = "text"
@@ -18,11 +18,11 @@ MAX_VALUE_CHARS = 4096
 MAX_INT_DIGITS = 18
 ENV_PREFIX = "KB_PARAM_"
 
-_INT_RE = regex_cache.compile(r"[0-9]+")
-_NAME_RE = regex_cache.compile(r"[A-Za-z0-9_.:-]+")
-_CONTROL_RE = regex_cache.compile(r"[\x00-\x1f\x7f]")
+_INT_RE = re.compile(r"[0-9]+")
+_NAME_RE = re.compile(r"[A-Za-z0-9_.:-]+")
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
 # A reference to a parameter in check code: KB_PARAM_ then the upper-cased name.
-ENV_REF_RE = regex_cache.compile(r"\bKB_PARAM_([A-Z0-9_]+)")
+ENV_REF_RE = re.compile(r"\bKB_PARAM_([A-Z0-9_]+)")
 
 TYPE_HELP = {
     "int": "digits only, e.g. 8",

@@ -11,11 +11,12 @@ does not propose one and `kb check` warns about one.
 
 from __future__ import annotations
 
+import re
+
 from kb.cases.casefile import REGEX_PREFIX, Case
-from kb.core import regex_cache
 
 BODY_SECTIONS = ("Symptoms", "Causes", "Fix")
-_TODO_RE = regex_cache.compile(r"^\s*(?:\d+\.\s*)?TODO\b")
+_TODO_RE = re.compile(r"^\s*(?:\d+\.\s*)?TODO\b")
 
 # Exception types every library raises for unrelated reasons: their name says nothing of the cause.
 GENERIC_EXCEPTIONS = (
@@ -23,10 +24,10 @@ GENERIC_EXCEPTIONS = (
     "AttributeError", "Exception", "AssertionError", "NotImplementedError", "SystemError", "ConnectionError",
     "TimeoutError", "PermissionError", "FileNotFoundError", "ImportError", "ModuleNotFoundError", "MemoryError", "Error",
 )
-_GENERIC_EXC_RE = regex_cache.compile(r"^\s*(?:[\w.]*\.)?(?:" + "|".join(GENERIC_EXCEPTIONS) + r")(?::|\s*$)")
+_GENERIC_EXC_RE = re.compile(r"^\s*(?:[\w.]*\.)?(?:" + "|".join(GENERIC_EXCEPTIONS) + r")(?::|\s*$)")
 _FILLER = frozenset({"errno", "error", "errors", "code", "failed", "exception", "the", "and", "for", "with", "was"})
-_WORD_RE = regex_cache.compile(r"[A-Za-z_]{3,}")
-_QUOTED_RE = regex_cache.compile(r"['\"`]\w")
+_WORD_RE = re.compile(r"[A-Za-z_]{3,}")
+_QUOTED_RE = re.compile(r"['\"`]\w")
 
 
 def todo_sections(case: Case) -> list[str]:

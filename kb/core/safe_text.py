@@ -20,15 +20,13 @@ import json
 import re
 from typing import Any
 
-from kb.core import regex_cache
-
 # C0 controls, DEL, C1 controls (0x9b is a one-byte CSI on some terminals),
 # bidi embeddings/overrides/isolates and marks, zero-width characters that hide
 # text, line/paragraph separators, the BOM and interlinear annotation marks.
 _NOT_C0 = "\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb"
-UNSAFE_RE = regex_cache.compile(f"[\x00-\x1f{_NOT_C0}]")
+UNSAFE_RE = re.compile(f"[\x00-\x1f{_NOT_C0}]")
 # The same, but newline and tab are kept (multi-line text: code, output, bodies).
-UNSAFE_BLOCK_RE = regex_cache.compile(f"[\x00-\x08\x0b-\x1f{_NOT_C0}]")
+UNSAFE_BLOCK_RE = re.compile(f"[\x00-\x08\x0b-\x1f{_NOT_C0}]")
 
 
 # Characters that look like nothing or like a plain space: non-ASCII blanks
@@ -39,8 +37,8 @@ UNSAFE_BLOCK_RE = regex_cache.compile(f"[\x00-\x08\x0b-\x1f{_NOT_C0}]")
 # shows them escaped (`visible_code`).
 _HIDDEN = ("\u00a0\u00ad\u034f\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180d\u2000-\u200a\u202f\u205f"
            "\u2800\u3000\u3164\ufe00-\ufe0f\uffa0\U000e0000-\U000e007f\U000e0100-\U000e01ef")
-HIDDEN_RE = regex_cache.compile(f"[\x00-\x08\x0a-\x1f{_NOT_C0}{_HIDDEN}]")
-CODE_UNSAFE_RE = regex_cache.compile(f"[\x00-\x08\x0b-\x1f{_NOT_C0}{_HIDDEN}]")
+HIDDEN_RE = re.compile(f"[\x00-\x08\x0a-\x1f{_NOT_C0}{_HIDDEN}]")
+CODE_UNSAFE_RE = re.compile(f"[\x00-\x08\x0b-\x1f{_NOT_C0}{_HIDDEN}]")
 
 
 def _escape(m: re.Match[str]) -> str:

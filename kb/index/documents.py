@@ -11,15 +11,14 @@ from typing import TypedDict
 
 from kb.cases.casefile import REGEX_PREFIX, Case
 from kb.cases.quality import is_unedited
-from kb.core import regex_cache
 from kb.text.regex_analysis import required_literal
 
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
 DOC_VERSION = 6  # 3: regex_required; 4: `unedited`; 5: versions and identifiers (ranking, issue 25); 6: family
-_CODE_FENCE_RE = regex_cache.compile(r"```.*?```", re.S)
-_REGEX_SYNTAX_RE = regex_cache.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
+_CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
+_REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
 
 class _CaseDocBase(TypedDict):
@@ -53,8 +52,8 @@ def readable_regex(pattern: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-_QUANTIFIER_RE = regex_cache.compile(r"\{\d*(?:,\d*)?\}")
-_GROUP_OPEN_RE = regex_cache.compile(r"\(\?(?:P<\w+>|<\w+>|[aiLmsux]+(?:-[imsx]+)?:|[aiLmsux]+\)|:)")
+_QUANTIFIER_RE = re.compile(r"\{\d*(?:,\d*)?\}")
+_GROUP_OPEN_RE = re.compile(r"\(\?(?:P<\w+>|<\w+>|[aiLmsux]+(?:-[imsx]+)?:|[aiLmsux]+\)|:)")
 _LOOKAROUND = ("(?!", "(?<!", "(?=", "(?<=")
 
 
@@ -123,8 +122,8 @@ def _prose(section: str) -> str:
 
 
 # A code identifier or config key: snake_case, dotted names, CamelCase with two humps; 6+ characters.
-_IDENT_RE = regex_cache.compile(r"(?<![\w.])(?:[A-Za-z_][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w])")
-_VERSIONISH_RE = regex_cache.compile(r"v?[\d.]+(?:post\d+|rc\d+)?")
+_IDENT_RE = re.compile(r"(?<![\w.])(?:[A-Za-z_][A-Za-z0-9]*(?:[._][A-Za-z0-9]+)+|[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w])")
+_VERSIONISH_RE = re.compile(r"v?[\d.]+(?:post\d+|rc\d+)?")
 MAX_IDENTS = 300
 
 

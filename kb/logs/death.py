@@ -31,26 +31,24 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb.core import regex_cache
-
 SIGNAL_NAMES = {4: "SIGILL", 6: "SIGABRT", 7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM"}
 STRSIGNAL = {"Killed": 9, "Segmentation fault": 11, "Bus error": 7, "Illegal instruction": 4, "Floating point exception": 8}
 DEATHS = {4, 7, 8, 9, 11}  # a process's own death; SIGTERM and SIGABRT follow another failure
 
-_LAUNCHER_FAILED = regex_cache.compile(r"failed \(exitcode: -(\d+)\) local_rank: (\d+)")
-_SUMMARY_EXIT = regex_cache.compile(r"^\s*exitcode\s*:\s*-(\d+)\b")
-_SIGNAL_RECEIVED = regex_cache.compile(r"Signal (\d+) \((SIG\w+)\) received by PID")
-_DATALOADER = regex_cache.compile(r"DataLoader worker \(pid \d+\) is killed by signal: ([A-Za-z ]+?)\.?\s*$")
-_WORKER_HANDLER = regex_cache.compile(r"Unexpected (segmentation fault|bus error|floating-point exception) encountered in worker")
+_LAUNCHER_FAILED = re.compile(r"failed \(exitcode: -(\d+)\) local_rank: (\d+)")
+_SUMMARY_EXIT = re.compile(r"^\s*exitcode\s*:\s*-(\d+)\b")
+_SIGNAL_RECEIVED = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID")
+_DATALOADER = re.compile(r"DataLoader worker \(pid \d+\) is killed by signal: ([A-Za-z ]+?)\.?\s*$")
+_WORKER_HANDLER = re.compile(r"Unexpected (segmentation fault|bus error|floating-point exception) encountered in worker")
 _WORKER_SIGNAL = {"segmentation fault": 11, "bus error": 7, "floating-point exception": 8}
-_FAULTHANDLER = regex_cache.compile(r"^Fatal Python error: (Segmentation fault|Bus error|Illegal instruction|Floating point exception)")
-_SUBPROCESS = regex_cache.compile(r"died with <Signals\.(SIG\w+): (\d+)>")
+_FAULTHANDLER = re.compile(r"^Fatal Python error: (Segmentation fault|Bus error|Illegal instruction|Floating point exception)")
+_SUBPROCESS = re.compile(r"died with <Signals\.(SIG\w+): (\d+)>")
 # a shell's report: bare `Killed`, or bash's `run.sh: line 3:  1234 Killed    python train.py`
-_SHELL = regex_cache.compile(r"^(?:.*: line \d+: +\d+ +(Killed|Segmentation fault|Bus error)\b.*|(Killed|Segmentation fault|Bus error)(?: \(core dumped\))?)$")
-_RAY_MONITOR = regex_cache.compile(r"^OOM kill reason: |killed due to the node running low on memory|"
+_SHELL = re.compile(r"^(?:.*: line \d+: +\d+ +(Killed|Segmentation fault|Bus error)\b.*|(Killed|Segmentation fault|Bus error)(?: \(core dumped\))?)$")
+_RAY_MONITOR = re.compile(r"^OOM kill reason: |killed due to the node running low on memory|"
                           r"Workers \(tasks / actors\) killed due to memory pressure \(OOM\)")
 # the host ran short of memory: the kernel, Ray's monitor, failed allocations, Kubernetes
-_PRESSURE = regex_cache.compile(
+_PRESSURE = re.compile(
     r"Out of memory: Kill(?:ed)? process|Memory cgroup out of memory|invoked oom-killer|\boom-kill:|oom_reaper: reaped process|"
     r"^OOM kill reason: |running low on memory|killed due to memory pressure|\bOOMKilled\b|"
     r"can't allocate memory|Cannot allocate memory|\bMemoryError\b|std::bad_alloc", re.I)

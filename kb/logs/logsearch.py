@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kb.core import regex_cache
 from kb.core.file_bounds import MAX_WALK_ENTRIES, shown_name, walk_files
 from kb.logs.death import Death, death_of, memory_pressure
 from kb.logs.ranks import RankVerdict, explaining_line, verdict
@@ -34,9 +33,9 @@ MIN_LOG_LINES = 6  # a shorter paste is a query, searched as typed
 MAX_FILES = 512
 LOG_SUFFIXES = (".log", ".txt", ".out", ".err")
 FILE_RANK_RES = [
-    regex_cache.compile(r"attempt_\d+/(\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),  # torchrun --log-dir
-    regex_cache.compile(r"(?:^|[/_\-.])(?:rank|worker|node|proc|gpu)[_\-]?(\d+)(?=[/_\-.]|$)", re.I),
-    regex_cache.compile(r"(?:^|/)(\d+)\.(?:log|txt|out|err)$"),
+    re.compile(r"attempt_\d+/(\d+)/(?:stdout|stderr|error)\.(?:log|json)$"),  # torchrun --log-dir
+    re.compile(r"(?:^|[/_\-.])(?:rank|worker|node|proc|gpu)[_\-]?(\d+)(?=[/_\-.]|$)", re.I),
+    re.compile(r"(?:^|/)(\d+)\.(?:log|txt|out|err)$"),
 ]
 STAGE_DEMOTION = 0.5
 HOST_OOM_TAG = "oom-killer"  # the memory entries about the kernel's OOM killer carry this tag

@@ -13,12 +13,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb.core import regex_cache
 from kb.logs.reduce import LAUNCHER_FAILED_RE, ROOT_CAUSE_RE, SUMMARY_RANK_RE, LogLine, Reduction, _template
 
 # a time of day near the start of the raw line (ISO, glog `E1202 11:27:34.30`, `[E626 06:24:44.90`, Ray `[2024-..]`)
-TIME_RE = regex_cache.compile(r"^.{0,40}?(?:(\d{4}-\d{2}-\d{2})[ T]|[EFWI](\d{3,4}) )?(\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
-WORLD_RE = regex_cache.compile(r"\bworld[_ ]size[\s:=]+(\d+)|\brank \d+\s*/\s*(\d+)\b|\bnranks (\d+)", re.I)
+TIME_RE = re.compile(r"^.{0,40}?(?:(\d{4}-\d{2}-\d{2})[ T]|[EFWI](\d{3,4}) )?(\d{2}:\d{2}:\d{2}(?:[.,]\d+)?)")
+WORLD_RE = re.compile(r"\bworld[_ ]size[\s:=]+(\d+)|\brank \d+\s*/\s*(\d+)\b|\bnranks (\d+)", re.I)
 
 
 @dataclass
@@ -109,7 +108,7 @@ def _last_line(lines: list[LogLine], rank: int) -> LogLine | None:
     return None
 
 
-WARNED_RE = regex_cache.compile(r"Warning\b|^\s*(?:WARNING|WARN)\b|\bskip(?:ping|ped)?\b|\bempty\b", re.I)
+WARNED_RE = re.compile(r"Warning\b|^\s*(?:WARNING|WARN)\b|\bskip(?:ping|ped)?\b|\bempty\b", re.I)
 
 
 def explaining_line(red: Reduction, rank: int) -> LogLine | None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kb.core import regex_cache
 from kb.logs.death import death_of, memory_pressure
 from kb.text.signals import EMBEDDED_EXC_RE, EXCEPTION_RE, MAX_LINE_CHARS, MAX_SCAN_CHARS, _cap, clean_line
 from kb.text.variable_tokens import RANK_ID, normalise
@@ -35,92 +34,92 @@ MAX_KEPT = 12  # searched_for shows at most this many lines
 # Where a line says which rank printed it.
 RANK_RES = [
     # torch `[rank1]:`, torchrun --tee `[default1]:`, also behind Ray's `(WorkerDict pid=2101, ip=10.0.0.1) ` prefix
-    regex_cache.compile(r"^\s*(?:\[\d+\]\s*)?(?:\([^()]{0,120}\bpid=\d+[^()]{0,120}\)\s*)?\[(?:rank|default)(\d+)\]:"),
-    regex_cache.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output
-    regex_cache.compile(r"\[(?:PG[^\]]*?)?\s*Rank (\d+)\]"),  # `[Rank 3]`, `[PG 1 Rank 0]` in ProcessGroupNCCL messages
-    regex_cache.compile(r"^\s*\[Rank ?(\d+)\]", re.I),  # `[Rank 3] ...`, a job's own `[rank0] WARNING: ...`
+    re.compile(r"^\s*(?:\[\d+\]\s*)?(?:\([^()]{0,120}\bpid=\d+[^()]{0,120}\)\s*)?\[(?:rank|default)(\d+)\]:"),
+    re.compile(r"^\s*\[\d+,(\d+)\]<std(?:out|err)>:"),  # mpirun --tag-output
+    re.compile(r"\[(?:PG[^\]]*?)?\s*Rank (\d+)\]"),  # `[Rank 3]`, `[PG 1 Rank 0]` in ProcessGroupNCCL messages
+    re.compile(r"^\s*\[Rank ?(\d+)\]", re.I),  # `[Rank 3] ...`, a job's own `[rank0] WARNING: ...`
 ]
-SUMMARY_RANK_RE = regex_cache.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")  # torchrun failure summary
-LAUNCHER_FAILED_RE = regex_cache.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: \d+\)")
-ROOT_CAUSE_RE = regex_cache.compile(r"^\s*Root Cause \(first observed failure\):")
-EXITCODE_RE = regex_cache.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
-SIGNAL_RE = regex_cache.compile(r"Signal (\d+) \((SIG\w+)\) received by PID")
+SUMMARY_RANK_RE = re.compile(r"^\s*rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)")  # torchrun failure summary
+LAUNCHER_FAILED_RE = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: \d+\)")
+ROOT_CAUSE_RE = re.compile(r"^\s*Root Cause \(first observed failure\):")
+EXITCODE_RE = re.compile(r"^\s*exitcode\s*:\s*(-?\d+)")
+SIGNAL_RE = re.compile(r"Signal (\d+) \((SIG\w+)\) received by PID")
 
 # Lines that are stack frames or their decoration.
 FRAME_RES = [
-    regex_cache.compile(r'^\s*File "[^"]+", line \d+'),
-    regex_cache.compile(r"^\s*frame #\d+:"),
-    regex_cache.compile(r"^\s*[\^~\s]+$"),
-    regex_cache.compile(r"^\s*Exception raised from \S+ at \S+ \(most recent call first\):"),
-    regex_cache.compile(r"^\s*Traceback \(most recent call last\):\s*$"),
-    regex_cache.compile(r"^\s*[│╭╰|]"),  # rich tracebacks: boxed source lines
-    regex_cache.compile(r"^\s*@\s+0x[0-9a-f]+\s"),  # glog stack trace
-    regex_cache.compile(r"^\s*#\d+\s+0x[0-9a-f]+ in "),  # gdb / sanitizer
+    re.compile(r'^\s*File "[^"]+", line \d+'),
+    re.compile(r"^\s*frame #\d+:"),
+    re.compile(r"^\s*[\^~\s]+$"),
+    re.compile(r"^\s*Exception raised from \S+ at \S+ \(most recent call first\):"),
+    re.compile(r"^\s*Traceback \(most recent call last\):\s*$"),
+    re.compile(r"^\s*[│╭╰|]"),  # rich tracebacks: boxed source lines
+    re.compile(r"^\s*@\s+0x[0-9a-f]+\s"),  # glog stack trace
+    re.compile(r"^\s*#\d+\s+0x[0-9a-f]+ in "),  # gdb / sanitizer
 ]
 # torch's NCCL errors end with "\nLast error:\n" and ncclGetLastError()'s text (c10d NCCLUtils,
 # getNcclErrorDetailStr): that line names the failing call and peer, the actual cause.
-LAST_ERROR_RE = regex_cache.compile(r"^Last error:\s*(?!Unknown NCCL Error)\S")
-CHAIN_RE = regex_cache.compile(r"The above exception was the direct cause|During handling of the above exception")
+LAST_ERROR_RE = re.compile(r"^Last error:\s*(?!Unknown NCCL Error)\S")
+CHAIN_RE = re.compile(r"The above exception was the direct cause|During handling of the above exception")
 
 # Errors that follow from another rank's (or process's) failure.
 CONSEQUENCE_RES: list[tuple[re.Pattern[str], str]] = [
-    (regex_cache.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|Socket recv failed|"
+    (re.compile(r"Connection (?:closed|reset) by (?:remote )?peer|Broken pipe|Socket recv failed|"
                 r"remote worker (?:crashing|hanging)|Connection refused by peer|peer closed", re.I),
      "a peer lost its connection because another rank failed"),
-    (regex_cache.compile(r"closing signal SIGTERM|Signal 15 \(SIGTERM\) received|exitcode\s*:\s*-15\b|\(SIGTERM\)"),
+    (re.compile(r"closing signal SIGTERM|Signal 15 \(SIGTERM\) received|exitcode\s*:\s*-15\b|\(SIGTERM\)"),
      "the launcher stopped this process after another rank failed"),
-    (regex_cache.compile(r"ChildFailedError|^\s*\S+ FAILED\s*$|<NO_OTHER_FAILURES>|elastic/errors\.html|"
+    (re.compile(r"ChildFailedError|^\s*\S+ FAILED\s*$|<NO_OTHER_FAILURES>|elastic/errors\.html|"
                 r"failed \(exitcode: -?\d+\) local_rank"),
      "the launcher's summary of a failure printed above"),
-    (regex_cache.compile(r"because its owner has died|because the actor is killed|INTENDED_SYSTEM_EXIT|Force kill actor request|"
+    (re.compile(r"because its owner has died|because the actor is killed|INTENDED_SYSTEM_EXIT|Force kill actor request|"
                 r"Node with actor is already dead"),
      "Ray cleaning up after the driver or another worker ended"),
-    (regex_cache.compile(r"Error executing job with overrides|Set the environment variable HYDRA_FULL_ERROR"),
+    (re.compile(r"Error executing job with overrides|Set the environment variable HYDRA_FULL_ERROR"),
      "Hydra's wrapper around the error below it"),
-    (regex_cache.compile(r"To avoid data inconsistency, we are taking the entire process down|"
+    (re.compile(r"To avoid data inconsistency, we are taking the entire process down|"
                 r"Some NCCL operations have failed or timed out|"
                 r"Exception \(either an error or timeout\) detected by watchdog|Timeout at NCCL work"),
      "the watchdog's follow-up to a timeout"),
 ]
 # NCCL's ncclRemoteError (src/init.cc ncclGetErrorString; torch c10d NCCLUtils getNcclErrorDetailStr @ v2.13.0):
 # a peer exited or the network failed. A consequence when another rank's error is in the log, else the cause.
-REMOTE_RE = regex_cache.compile(r"remote process exited or there was a network error|"
+REMOTE_RE = re.compile(r"remote process exited or there was a network error|"
                        r"ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely")
 REMOTE_WHY = "NCCL reports that a peer exited or the network failed: another rank failed first"
 # A loss or gradient that stopped being finite. NaN spreads to every rank through the all-reduce, so only the
 # first such report says where and when it started; the later ones follow from it.
-NONFINITE_RE = regex_cache.compile(r"\b(?:loss|grad(?:ient)?s?(?:[_ ]norm)?|logits?|reward|weights?)\b[^|]{0,30}?"
+NONFINITE_RE = re.compile(r"\b(?:loss|grad(?:ient)?s?(?:[_ ]norm)?|logits?|reward|weights?)\b[^|]{0,30}?"
                           r"(?:\bis\b|=|:)\s*(?:-?nan|-?inf|non-finite|not finite)\b", re.I)
 NONFINITE_WHY = "the NaN/inf reported earlier spread to this line (through the all-reduce, the next steps)"
-TIMEOUT_RE = regex_cache.compile(
+TIMEOUT_RE = re.compile(
     r"timed? ?out|Timeout|watchdog got stuck|deadline exceeded|DistStoreError", re.I)
 TIMEOUT_WHY = "a collective timed out waiting for a rank that had already failed"
 
-TERMINATE_RE = regex_cache.compile(r"^\s*terminate called after throwing an instance of|^\s*(?:what\(\):\s*)+\S")
-NCCL_WARN_RE = regex_cache.compile(r"\bNCCL WARN\b")
-NCCL_INFO_RE = regex_cache.compile(r"\bNCCL INFO\b")
-LOGGED_ERROR_RE = regex_cache.compile(r"^\[?[EF]\d{0,4}[ \]]|^\[?(?:ERROR|CRITICAL|FATAL)\b|^\s*(?:ERROR|FATAL|CRITICAL)[:\s]")
-LOGGED_ERROR_INLINE_RE = regex_cache.compile(r"\[[EF]\d{0,4}[ \]][^\]]{0,60}\.(?:cpp|cc|h|py):\d+\]")  # glog/c10 `[E321 02:07:08.4 X.cpp:607]` mid-line
-WARNING_RE = regex_cache.compile(r"^(?:[\w.]+\.)?\w*Warning\b|^\s*warnings\.warn|^\s*(?:WARNING|WARN)\b|^\[?W\d{4} ")
-ERROR_WORD_RE = regex_cache.compile(
+TERMINATE_RE = re.compile(r"^\s*terminate called after throwing an instance of|^\s*(?:what\(\):\s*)+\S")
+NCCL_WARN_RE = re.compile(r"\bNCCL WARN\b")
+NCCL_INFO_RE = re.compile(r"\bNCCL INFO\b")
+LOGGED_ERROR_RE = re.compile(r"^\[?[EF]\d{0,4}[ \]]|^\[?(?:ERROR|CRITICAL|FATAL)\b|^\s*(?:ERROR|FATAL|CRITICAL)[:\s]")
+LOGGED_ERROR_INLINE_RE = re.compile(r"\[[EF]\d{0,4}[ \]][^\]]{0,60}\.(?:cpp|cc|h|py):\d+\]")  # glog/c10 `[E321 02:07:08.4 X.cpp:607]` mid-line
+WARNING_RE = re.compile(r"^(?:[\w.]+\.)?\w*Warning\b|^\s*warnings\.warn|^\s*(?:WARNING|WARN)\b|^\[?W\d{4} ")
+ERROR_WORD_RE = re.compile(
     r"\b(?:error|exception|fail(?:ed|ure)?|fatal|killed|abort(?:ed)?|cannot|can't|could not|unable to|"
     r"not found|no such|refused|denied|invalid|mismatch|out of memory|oom|segmentation fault|"
     r"nan values|exit(?:ed)? (?:with|code)|died|No route to host|timeout|timed out|timing out)\b",
     re.I,
 )
-RAYLET_DEAD_RE = regex_cache.compile(r"A worker died or was killed|The actor (?:died|is dead)|Worker exit type|Worker unexpectedly exits")
+RAYLET_DEAD_RE = re.compile(r"A worker died or was killed|The actor (?:died|is dead)|Worker exit type|Worker unexpectedly exits")
 # Messages printed without an exception type (Hydra/OmegaConf, shells, the kernel).
-MESSAGE_START_RE = regex_cache.compile(
+MESSAGE_START_RE = re.compile(
     r"^(?:Could not (?:override|find|load|import|open|connect)|Cannot |Can't |Unable to |Failed to |"
     r"Key '[^']+' (?:is )?not in|Missing mandatory value|No module named|Segmentation fault|Bus error|"
     r"Parameter(?: indice)?s which did not receive grad for rank \d+|"  # DDP (torch c10d reducer.cpp @ v2.13.0)
     r"Killed\b|Aborted\b|Floating point exception|Illegal instruction)"
 )
-BARE_EXC_RE = regex_cache.compile(
+BARE_EXC_RE = re.compile(
     r"^(?:Exception|Error|error|fatal error|FATAL|panic)(?::\s|$)|^[a-z]\w*(?:Error|Exception):\s"
     r"|^(?:[a-z_]\w*\.)+(?:errors?|exceptions?)\.[A-Z]\w*(?:\([^)]*\))?:\s"  # omegaconf.errors.MissingMandatoryValue: ...
 )
-LAUNCHER_DETAIL_RE = regex_cache.compile(r"^\s*(?:time|host|rank|error_file|traceback|exitcode)\s*:")
+LAUNCHER_DETAIL_RE = re.compile(r"^\s*(?:time|host|rank|error_file|traceback|exitcode)\s*:")
 
 
 @dataclass
@@ -246,7 +245,7 @@ def parse(text: str, file: str = "", file_rank: int | None = None) -> list[LogLi
 
 MAX_CONTINUATION = 3  # indented lines under an exception that carry its message
 # `full_key: data.train_files`, `actor_id: 7a8...`, `reference_type=DataCfg`: fields about the error, not its message
-FIELD_RE = regex_cache.compile(r"^\s+[\w.]+\s*[:=]\s*\S|^\s+For further information visit https?://")  # ... and pydantic's link
+FIELD_RE = re.compile(r"^\s+[\w.]+\s*[:=]\s*\S|^\s+For further information visit https?://")  # ... and pydantic's link
 
 
 def _continues_message(before: list[LogLine], line: LogLine) -> bool:
@@ -317,7 +316,7 @@ def reduce_lines(lines: list[LogLine]) -> Reduction:
     return red
 
 
-BARE_NAME_RE = regex_cache.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b:?$")  # an exception printed without a message
+BARE_NAME_RE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b:?$")  # an exception printed without a message
 
 
 def _innermost_source(lines: list[LogLine], cause: LogLine | None) -> LogLine | None:
@@ -342,7 +341,7 @@ def _source_under(lines: list[LogLine], frame: int, end: int) -> LogLine | None:
     return None
 
 
-LIBRARY_RE = regex_cache.compile(r"site-packages|dist-packages|/lib/python\d|/usr/lib|<frozen |\bthird_party/|/torch/(?:csrc|lib)/")
+LIBRARY_RE = re.compile(r"site-packages|dist-packages|/lib/python\d|/usr/lib|<frozen |\bthird_party/|/torch/(?:csrc|lib)/")
 MAX_CONTEXT_FRAMES = 3
 
 
@@ -368,7 +367,7 @@ def own_frames(lines: list[LogLine], cause: LogLine) -> list[LogLine]:
     return picked
 
 
-_RANK_ID_RE = regex_cache.compile(RANK_ID)
+_RANK_ID_RE = re.compile(RANK_ID)
 
 
 def _template(norm: str) -> str:

@@ -12,39 +12,38 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb.core import regex_cache
 from kb.logs.reduce import Reduction
 
 ORDER = ("launch", "init", "rollout", "step", "checkpoint", "validation", "shutdown")
 
 STEP_RES = [
-    regex_cache.compile(r"\b(?:global_)?step[\s:=]+(\d+)(?:\s*/\s*\d+)?", re.I),
-    regex_cache.compile(r"\bglobal_step=(\d+(?:\.\d+)?(?:e\+?\d+)?)"),
-    regex_cache.compile(r"\biteration\s+(\d+)", re.I),
-    regex_cache.compile(r"\bEpoch \d+:\s+\d+%\|.*?\|\s*(\d+)/\d+"),
-    regex_cache.compile(r"Training Progress:\s+\d+%\|.*?\|\s*(\d+)/\d+"),
+    re.compile(r"\b(?:global_)?step[\s:=]+(\d+)(?:\s*/\s*\d+)?", re.I),
+    re.compile(r"\bglobal_step=(\d+(?:\.\d+)?(?:e\+?\d+)?)"),
+    re.compile(r"\biteration\s+(\d+)", re.I),
+    re.compile(r"\bEpoch \d+:\s+\d+%\|.*?\|\s*(\d+)/\d+"),
+    re.compile(r"Training Progress:\s+\d+%\|.*?\|\s*(\d+)/\d+"),
 ]
 MARKERS: list[tuple[str, re.Pattern[str]]] = [
-    ("shutdown", regex_cache.compile(r"\[shutdown\]|\btraining (?:is )?(?:finished|complete[d]?|done)\b|\bshutting down\b|"
+    ("shutdown", re.compile(r"\[shutdown\]|\btraining (?:is )?(?:finished|complete[d]?|done)\b|\bshutting down\b|"
                             r"destroy_process_group|Training completed", re.I)),
-    ("checkpoint", regex_cache.compile(r"\[checkpoint\]|sav(?:e|ing) (?:the )?(?:checkpoint|ckpt|model)|save_checkpoint|checkpoint sav", re.I)),
+    ("checkpoint", re.compile(r"\[checkpoint\]|sav(?:e|ing) (?:the )?(?:checkpoint|ckpt|model)|save_checkpoint|checkpoint sav", re.I)),
     # `val/score:0.5` is a validation metric; `val_files: ...`, `data.val_batch_size=8` in a config dump or a
     # Hydra override are not (a typo in an override is a launch failure, not validation)
-    ("validation", regex_cache.compile(r"\[validation\]|\bvalidat(?:e|ion|ing)\b(?![_.])|\bval/[\w/]+[:=]\s*-?\d|\brunning evaluation\b", re.I)),
-    ("rollout", regex_cache.compile(r"\brollout\b|generate_sequences|\bgenerating\b|Processed prompts", re.I)),
-    ("init", regex_cache.compile(r"init_process_group|process group (?:ready|initiali[sz]ed)|\[init\]|Initiali[sz]ing|rendezvous|"
+    ("validation", re.compile(r"\[validation\]|\bvalidat(?:e|ion|ing)\b(?![_.])|\bval/[\w/]+[:=]\s*-?\d|\brunning evaluation\b", re.I)),
+    ("rollout", re.compile(r"\brollout\b|generate_sequences|\bgenerating\b|Processed prompts", re.I)),
+    ("init", re.compile(r"init_process_group|process group (?:ready|initiali[sz]ed)|\[init\]|Initiali[sz]ing|rendezvous|"
                         r"Loading checkpoint shards|Started a local Ray instance|init_workers|connecting to|Connecting to existing Ray|"
                         r"NCCL INFO (?:Bootstrap|bootstrap\.cc|init\.cc)|Init START", re.I)),
 ]
 FRAME_STAGE: list[tuple[str, re.Pattern[str]]] = [
-    ("step", regex_cache.compile(r"in (?:train(?:ing)?_)?step\b|in update_(?:policy|actor|critic)\b|in fit\b|in train\b|in backward\b")),
-    ("checkpoint", regex_cache.compile(r"save_checkpoint|_save_checkpoint|torch/serialization\.py|in save\b|save_pretrained", re.I)),
-    ("validation", regex_cache.compile(r"in _?validate|in evaluate\b|in _?run_validation", re.I)),
-    ("rollout", regex_cache.compile(r"generate_sequences|in rollout\b|in generate\b|\brollout(?:\.remote)?\(", re.I)),
-    ("init", regex_cache.compile(r"init_process_group|init_workers|in _?init_model|in __init__\b|in <module>\s*$", re.I)),
+    ("step", re.compile(r"in (?:train(?:ing)?_)?step\b|in update_(?:policy|actor|critic)\b|in fit\b|in train\b|in backward\b")),
+    ("checkpoint", re.compile(r"save_checkpoint|_save_checkpoint|torch/serialization\.py|in save\b|save_pretrained", re.I)),
+    ("validation", re.compile(r"in _?validate|in evaluate\b|in _?run_validation", re.I)),
+    ("rollout", re.compile(r"generate_sequences|in rollout\b|in generate\b|\brollout(?:\.remote)?\(", re.I)),
+    ("init", re.compile(r"init_process_group|init_workers|in _?init_model|in __init__\b|in <module>\s*$", re.I)),
 ]
 STARTUP_CATEGORIES = {"install-env", "config"}
-STARTUP_WORDS = regex_cache.compile(r"rendezvous|init[_ -]?(?:process|rendezvous|hang|fail)|startup|start-up|launch|"
+STARTUP_WORDS = re.compile(r"rendezvous|init[_ -]?(?:process|rendezvous|hang|fail)|startup|start-up|launch|"
                            r"not installed|module[_ -]not[_ -]found|version[_ -]mismatch|cannot[_ -]connect|address[_ -]already", re.I)
 
 
@@ -77,9 +76,9 @@ def _step_of(text: str) -> int | None:
 
 # a progress line that reports a finished step (its loss or metrics, a tqdm count): what fails after it is the next
 # step. A line that only names the step (`step 5: generating`, `checkpoint barrier at step 4`) is that step.
-FINISHED_RE = regex_cache.compile(r"\bloss\b|\breward|\bscore\b|\bacc(?:uracy)?\b|\blr\s*[=:]|[\w)]/\w+\s*[:=]\s*-?\d|"
+FINISHED_RE = re.compile(r"\bloss\b|\breward|\bscore\b|\bacc(?:uracy)?\b|\blr\s*[=:]|[\w)]/\w+\s*[:=]\s*-?\d|"
                          r"\d+(?:\.\d+)?\s*(?:it/s|s/it)|\d+%\|", re.I)
-DONE_RE = regex_cache.compile(r"\b(?:done|finished|complete[d]?)\b", re.I)
+DONE_RE = re.compile(r"\b(?:done|finished|complete[d]?)\b", re.I)
 FAILED_ROLES = ("frame", "consequence", "cause", "timeout", "remote", "nonfinite", "launcher")
 
 

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kb.cases.casefile import REGEX_PREFIX
-from kb.core import regex_cache
 from kb.core.paths import PACKAGE_ROOT
 from kb.index.documents import CaseDoc, readable_regex
 from kb.search.signatures import SignatureMatcher
@@ -57,7 +56,7 @@ GENERIC_WORDS = frozenset(
     object has attribute has no unexpected invalid call last most recent file line
     """.split()
 )
-_WORD_RE = regex_cache.compile(r"[A-Za-z_][A-Za-z0-9_.]*|\d+")
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*|\d+")
 # Lines PyTorch prints with every CUDA error of its kind, whatever the cause: the
 # words around them are generic too (any device assert; any asynchronous CUDA error).
 # Texts as PyTorch's c10_cuda_check_implementation (c10/cuda/CUDAException.cpp) appends
@@ -70,7 +69,7 @@ GENERIC_PHRASES = (
     "For debugging consider passing CUDA_LAUNCH_BLOCKING=1",
     "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions",
 )
-_GENERIC_PHRASES_RE = regex_cache.compile("|".join(re.escape(p) for p in GENERIC_PHRASES), re.IGNORECASE)
+_GENERIC_PHRASES_RE = re.compile("|".join(re.escape(p) for p in GENERIC_PHRASES), re.IGNORECASE)
 
 
 def default_healthy_dir() -> Path | None:

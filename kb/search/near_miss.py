@@ -9,13 +9,13 @@ a line is told to the user and keeps the answer below "high" (issue 13).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from kb.core import regex_cache
 from kb.search.signatures import REGEX_PREFIX
 
 # A quoted name: '...' or "..." without spaces (names, paths, keys), as messages quote them.
-_QUOTED_RE = regex_cache.compile(r"'([^'\s]{1,200})'|\"([^\"\s]{1,200})\"")
+_QUOTED_RE = re.compile(r"'([^'\s]{1,200})'|\"([^\"\s]{1,200})\"")
 _SLOT = "\x00"
 MIN_FIXED_CHARS = 12  # a template needs this many characters of its own words to mean anything
 MAX_LINES = 50

@@ -18,8 +18,6 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from kb.core import regex_cache
-
 Version = tuple[int, ...]
 
 # Package names as people and banners write them -> one canonical name.
@@ -36,14 +34,14 @@ VERL_NEWEST_READ: Version = (0, 9, 0)
 
 _NAME = "|".join(sorted((re.escape(k) for k in PACKAGES), key=len, reverse=True))
 _VER = r"v?(\d+\.\d+(?:\.\d+)?)(?:\.?(?:post|rc|dev|a|b)\d*)?(?:\+[\w.]+)?"
-_VER_RE = regex_cache.compile(_VER)
+_VER_RE = re.compile(_VER)
 # pins and prose: vllm==0.8.5, vllm 0.8.5, vLLM v0.9.2, vllm: 0.8.5, "vllm version 0.8.5", "verl version: 0.7.1"
-_PASTE_RE = regex_cache.compile(
+_PASTE_RE = re.compile(
     rf"(?<![\w./-])({_NAME})(?:\s*(?:==|===|~=|@)\s*|\s*[:=]?\s*(?:version\s*[:=]?\s*)?|\s+)" + _VER + r"(?![\w.])",
     re.IGNORECASE,
 )
 # `pip show`: "Name: vllm" then "Version: 0.8.5"
-_PIP_SHOW_RE = regex_cache.compile(rf"^Name:\s*({_NAME})\s*$\s*^Version:\s*{_VER}", re.IGNORECASE | re.MULTILINE)
+_PIP_SHOW_RE = re.compile(rf"^Name:\s*({_NAME})\s*$\s*^Version:\s*{_VER}", re.IGNORECASE | re.MULTILINE)
 
 
 def parse_version(text: str) -> Version | None:
@@ -106,17 +104,17 @@ class Range:
 
 _RANGE_FORMS: list[tuple[re.Pattern[str], str]] = [
     # "verl v0.4.1-v0.7.1", "vLLM 0.11.x-0.12.0", "verl v0.4.1 - v0.9.0", "verl v0.7.0 to v0.8.0"
-    (regex_cache.compile(rf"^\s*{_VER}(?:\.x)?\s*(?:-|–|to|through)\s*{_VER}(?:\.x)?"), "between"),
-    (regex_cache.compile(rf"^\s*(?:<=|≤|=<|up to)\s*{_VER}"), "le"),
-    (regex_cache.compile(rf"^\s*(?:<|before|older than)\s*{_VER}"), "lt"),
-    (regex_cache.compile(rf"^\s*(?:>=|≥|=>|from)\s*{_VER}"), "ge"),
-    (regex_cache.compile(rf"^\s*(?:>|after|newer than)\s*{_VER}"), "gt"),
-    (regex_cache.compile(rf"^\s*{_VER}\s*(?:or|and)\s*(?:newer|later|above)"), "ge"),
-    (regex_cache.compile(rf"^\s*{_VER}\s*(?:or|and)\s*(?:older|earlier|below)"), "le"),
-    (regex_cache.compile(rf"^\s*{_VER}\+"), "ge"),
+    (re.compile(rf"^\s*{_VER}(?:\.x)?\s*(?:-|–|to|through)\s*{_VER}(?:\.x)?"), "between"),
+    (re.compile(rf"^\s*(?:<=|≤|=<|up to)\s*{_VER}"), "le"),
+    (re.compile(rf"^\s*(?:<|before|older than)\s*{_VER}"), "lt"),
+    (re.compile(rf"^\s*(?:>=|≥|=>|from)\s*{_VER}"), "ge"),
+    (re.compile(rf"^\s*(?:>|after|newer than)\s*{_VER}"), "gt"),
+    (re.compile(rf"^\s*{_VER}\s*(?:or|and)\s*(?:newer|later|above)"), "ge"),
+    (re.compile(rf"^\s*{_VER}\s*(?:or|and)\s*(?:older|earlier|below)"), "le"),
+    (re.compile(rf"^\s*{_VER}\+"), "ge"),
 ]
-_MENTION_RE = regex_cache.compile(rf"(?<![\w-])({_NAME})(?![\w-])", re.IGNORECASE)
-_FIXED_RE = regex_cache.compile(rf"(?:fixed|gone|removed)\s+(?:in|from|since)\s+(?:({_NAME})\s+)?{_VER}", re.IGNORECASE)
+_MENTION_RE = re.compile(rf"(?<![\w-])({_NAME})(?![\w-])", re.IGNORECASE)
+_FIXED_RE = re.compile(rf"(?:fixed|gone|removed)\s+(?:in|from|since)\s+(?:({_NAME})\s+)?{_VER}", re.IGNORECASE)
 
 
 def _v(s: str) -> Version:

@@ -21,7 +21,6 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from kb.core import regex_cache
 from kb.text.variable_tokens import normalise
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # a log is read up to this size (then signals keep head, tail, errors)
@@ -32,52 +31,52 @@ MAX_MIDDLE_LINES = 2_000
 MAX_LINE_CHARS = 4_000  # longer lines are cut (a 10 MB single line is not an error message)
 MAX_ERROR_LINES = 40
 
-ANSI_RE = regex_cache.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-CONTROL_RE = regex_cache.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-SURROGATE_RE = regex_cache.compile(r"[\ud800-\udfff]")  # lone surrogates (surrogateescape'd bytes) break tokenizers and UTF-8 output
-RAY_PREFIX_RE = regex_cache.compile(
+ANSI_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
+CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+SURROGATE_RE = re.compile(r"[\ud800-\udfff]")  # lone surrogates (surrogateescape'd bytes) break tokenizers and UTF-8 output
+RAY_PREFIX_RE = re.compile(
     r"^\s*\((?P<who>[A-Za-z_][\w.:\-]*(?:\s+[\w.:\-]+)?)?\s*(?:pid=\d+)?(?:,\s*ip=[0-9a-fA-F.:]+)?(?:,\s*[\w]+=[\w.\-]+)*\)\s+"
 )
-RAY_RAYLET_RE = regex_cache.compile(r"^\s*\((?:raylet|gcs_server|autoscaler|dashboard)[^)]*\)\s*", re.I)
-RAY_LOG_RE = regex_cache.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d+ (?P<level>[IWEF]) \d+ \d+\]\s*")  # [2024-01-01 00:00:00,000 E 1 2]
+RAY_RAYLET_RE = re.compile(r"^\s*\((?:raylet|gcs_server|autoscaler|dashboard)[^)]*\)\s*", re.I)
+RAY_LOG_RE = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2},\d+ (?P<level>[IWEF]) \d+ \d+\]\s*")  # [2024-01-01 00:00:00,000 E 1 2]
 TIMESTAMP_RES = [
-    regex_cache.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"),
-    regex_cache.compile(r"^\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s*"),
-    regex_cache.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+"),  # glog: I1130 02:14:35.123456 12345
-    regex_cache.compile(r"^[A-Z][a-z]{2} \d{1,2} \d{2}:\d{2}:\d{2}\s+"),  # syslog: Nov 30 02:14:35
-    regex_cache.compile(r"^\[\d+\.\d+\]\s*"),  # dmesg: [12345.678901]
+    re.compile(r"^\[?\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?\s*"),
+    re.compile(r"^\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?\s*"),
+    re.compile(r"^[IWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+\s+\d+\s+"),  # glog: I1130 02:14:35.123456 12345
+    re.compile(r"^[A-Z][a-z]{2} \d{1,2} \d{2}:\d{2}:\d{2}\s+"),  # syslog: Nov 30 02:14:35
+    re.compile(r"^\[\d+\.\d+\]\s*"),  # dmesg: [12345.678901]
     # vLLM's logger, after its level word: "ERROR 01-12 17:24:20 [core.py:769] msg" (older: "core.py:769] msg")
-    regex_cache.compile(r"^\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\[?[\w.\-]+\.py:\d+\]\s*"),
+    re.compile(r"^\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\[?[\w.\-]+\.py:\d+\]\s*"),
 ]
-LEVEL_PREFIX_RE = regex_cache.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|\-]?\s+(?=\S)")
+LEVEL_PREFIX_RE = re.compile(r"^(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\s*[:|\-]?\s+(?=\S)")
 RANK_PREFIX_RES = [
-    regex_cache.compile(r"^\[rank\d+\]:\s*", re.I),
-    regex_cache.compile(r"^\[default\d+\]:\s*"),
-    regex_cache.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s*"),
-    regex_cache.compile(r"^rank\s*\d+\s*:\s*", re.I),
-    regex_cache.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] (?=NCCL )"),  # NCCL: host:pid:tid [dev] NCCL WARN
+    re.compile(r"^\[rank\d+\]:\s*", re.I),
+    re.compile(r"^\[default\d+\]:\s*"),
+    re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s*"),
+    re.compile(r"^rank\s*\d+\s*:\s*", re.I),
+    re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] (?=NCCL )"),  # NCCL: host:pid:tid [dev] NCCL WARN
 ]
 
-SEVERITY_BRACKET_RE = regex_cache.compile(r"^\[[EF](?:\d{4})?[ \]]")  # torch/glog: [E1130 02:14:35 ProcessGroupNCCL.cpp:828]
+SEVERITY_BRACKET_RE = re.compile(r"^\[[EF](?:\d{4})?[ \]]")  # torch/glog: [E1130 02:14:35 ProcessGroupNCCL.cpp:828]
 
-EXCEPTION_RE = regex_cache.compile(
+EXCEPTION_RE = re.compile(
     r"^(?:[\w.]+\.)?(?:[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning|Failure|Full|NotFound|Died|Timeout))"
     r"(?:\([^)]*\))?(?::\s|$)"
 )
-EMBEDDED_EXC_RE = regex_cache.compile(r"\b[A-Z]\w*(?:Error|Exception)(?:\([^)]*\))?: ")
+EMBEDDED_EXC_RE = re.compile(r"\b[A-Z]\w*(?:Error|Exception)(?:\([^)]*\))?: ")
 TRACEBACK_START = "Traceback (most recent call last):"
 CHAIN_MARKERS = (
     "The above exception was the direct cause of the following exception",
     "During handling of the above exception, another exception occurred",
 )
-FRAME_RE = regex_cache.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
-KEYWORD_RE = regex_cache.compile(
+FRAME_RE = re.compile(r'^\s*File "(?P<file>[^"]+)", line \d+, in (?P<func>\S+)')
+KEYWORD_RE = re.compile(
     r"error|exception|traceback|fail|fatal|killed|abort|assert|panic|segmentation fault|sigsegv|sigbus|"
     r"bus error|out of memory|oom|timed? ?out|refused|denied|not found|no such|cannot|can't|unable|invalid|"
     r"undefined|mismatch|exceed|nan\b|inf\b|warn|could not|not in struct|missing",
     re.I,
 )
-MIDDLE_RE = regex_cache.compile(r"^.*(?:Error|Exception|WARN|Traceback|Killed|FAILED|error:|fatal).*$", re.M)
+MIDDLE_RE = re.compile(r"^.*(?:Error|Exception|WARN|Traceback|Killed|FAILED|error:|fatal).*$", re.M)
 
 
 @dataclass

@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kb.core import regex_cache
-
 # (stack name, pattern, weight). Patterns are searched per line (MULTILINE);
 # weight 2 marks a line only that stack prints, 1 a strong hint.
 #
@@ -182,7 +180,7 @@ _FOREIGN: list[tuple[str, str, int]] = [
 
 # Python frames inside frameworks that are not verl's stack: a traceback that runs only
 # through them (and names none of our libraries) is another project's, though it is Python.
-_PYTHON_OTHER_RE = regex_cache.compile(
+_PYTHON_OTHER_RE = re.compile(
     r'^\s*File "(?:[^"]*[/\\])?(django|flask|werkzeug|celery|airflow|scout_apm|fastapi|starlette|sqlalchemy|scrapy|tensorflow|keras|jax|jaxlib|sklearn|streamlit|gradio)[/\\]',
     re.MULTILINE,
 )
@@ -197,9 +195,9 @@ _OURS: list[tuple[str, int]] = [
     (r"\b\w+Error: |\bModuleNotFoundError\b|\bImportError\b", 1),
 ]
 
-_FOREIGN_RES = [(name, regex_cache.compile(p, re.MULTILINE | re.IGNORECASE if name in {"kubernetes"} else re.MULTILINE), w) for name, p, w in _FOREIGN]
-_OURS_RES = [(regex_cache.compile(p, re.MULTILINE), w) for p, w in _OURS]
-_OUR_LIBRARIES_RE = regex_cache.compile(_OUR_LIBRARIES)
+_FOREIGN_RES = [(name, re.compile(p, re.MULTILINE | re.IGNORECASE if name in {"kubernetes"} else re.MULTILINE), w) for name, p, w in _FOREIGN]
+_OURS_RES = [(re.compile(p, re.MULTILINE), w) for p, w in _OURS]
+_OUR_LIBRARIES_RE = re.compile(_OUR_LIBRARIES)
 MAX_SCAN_CHARS = 200_000  # markers sit in the first lines of a paste; a huge log is ours by volume anyway
 
 LABELS = {

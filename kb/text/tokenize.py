@@ -21,16 +21,14 @@ from __future__ import annotations
 import functools
 import re
 
-from kb.core import regex_cache
-
 # Bump when tokens change: the index keeps each case's tokens and rebuilds its
 # BM25 matrices when this differs from the version it was built with.
 TOKENIZER_VERSION = 3
 CJK_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Chinese characters, for the tokenizer and kb.text.user_words
-_TOKEN_RE = regex_cache.compile(rf"[{CJK_RANGES}]+|[A-Za-z0-9_][A-Za-z0-9_.\-]*[A-Za-z0-9_]|[A-Za-z0-9]")
-_CJK_RE = regex_cache.compile(rf"^[{CJK_RANGES}]+$")
-_CAMEL_RE = regex_cache.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
-_NUMBERISH_RE = regex_cache.compile(r"^(?:\d+(?:\.\d+)*|0x[0-9a-f]+|[0-9a-f]{8,})$")
+_TOKEN_RE = re.compile(rf"[{CJK_RANGES}]+|[A-Za-z0-9_][A-Za-z0-9_.\-]*[A-Za-z0-9_]|[A-Za-z0-9]")
+_CJK_RE = re.compile(rf"^[{CJK_RANGES}]+$")
+_CAMEL_RE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
+_NUMBERISH_RE = re.compile(r"^(?:\d+(?:\.\d+)*|0x[0-9a-f]+|[0-9a-f]{8,})$")
 
 STOPWORDS = frozenset(
     """a an the and or but if then else of to in on at by for with from as is are was were be been being
@@ -64,7 +62,7 @@ def _cjk_tokens(run: str) -> list[str]:
 
 # An absolute path of three or more parts (POSIX or Windows).
 # Not a URL's path (`://host/...`) nor a relative one (`verl/trainer/...`).
-_PATH_RE = regex_cache.compile(r"(?<![:/\\\w.~-])(?:[A-Za-z]:)?(?:[/\\][\w.+@~-]+){3,}[/\\]?")
+_PATH_RE = re.compile(r"(?<![:/\\\w.~-])(?:[A-Za-z]:)?(?:[/\\][\w.+@~-]+){3,}[/\\]?")
 _INSTALL_DIRS = ("site-packages", "dist-packages")
 PATH_PARTS_KEPT = 3
 
@@ -118,7 +116,7 @@ def tokenize(text: str) -> list[str]:
 
 # "no error", "没有报错": the user says what did NOT happen. Matching 报错 / error
 # there pulls cases about errors, so these phrases are left out of the query.
-NEGATED_RE = regex_cache.compile(
+NEGATED_RE = re.compile(
     r"\b(?:no|not any|without|never (?:an?|any))\s+(?:errors?|error messages?|exceptions?|tracebacks?|warnings?)\b"
     r"|(?:没有|没|无|不|并未|未)(?:任何)?(?:报错|错误|异常|报警|警告)",
     re.IGNORECASE,

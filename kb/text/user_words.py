@@ -8,17 +8,18 @@ the frames do. These lines are searched with the error lines.
 
 from __future__ import annotations
 
-from kb.core import regex_cache
+import re
+
 from kb.text.signals import ANSI_RE, CONTROL_RE
 from kb.text.tokenize import CJK_RANGES
 
 MAX_LINES = 3
 MAX_CHARS = 300
 MIN_WORDS = 2
-_WORD_RE = regex_cache.compile(r"[A-Za-z][A-Za-z_'\-]+")
-_CJK_RE = regex_cache.compile(rf"[{CJK_RANGES}]")
+_WORD_RE = re.compile(r"[A-Za-z][A-Za-z_'\-]+")
+_CJK_RE = re.compile(rf"[{CJK_RANGES}]")
 # What a log or code line starts with or holds: frames, prefixes, timestamps, assignments, calls.
-_NOT_PROSE_RE = regex_cache.compile(
+_NOT_PROSE_RE = re.compile(
     r"^\s*(?:File \"|at |\(|\[|\{|<|#|\$|>>>|-|\d|[A-Z]{3,}\b\s*[:\[|]|[\w.]+(?:Error|Exception|Warning)\b"
     r"|(?:python3?|bash|sh|pip3?|torchrun|ray|export|cd|git|uv|conda|srun|deepspeed|accelerate)\s)"
     r"|Traceback|\w+\s*=\s*\S|\w\(|\)\s*$|\\\s*$|:\d+\]|-->|\s{2,}\S.*\s{2,}|https?://",

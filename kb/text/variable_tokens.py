@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import re
 
-from kb.core import regex_cache
-
 _YMD = r"\d{4}-\d{2}-\d{2}"
 _HMS = r"\d{2}:\d{2}:\d{2}"
 
@@ -53,20 +51,20 @@ HEX_ID = hex_id(8)  # a short git hash is already an id a signature must not car
 # Typed placeholders for `normalise`. Order matters: uuid before hex, ip before num, path before num.
 # The variants below are kept exactly as they were: they decide which lines collapse and which a good run sets aside.
 NORMALISERS: list[tuple[str, re.Pattern[str]]] = [
-    ("<uuid>", regex_cache.compile(UUID)),
+    ("<uuid>", re.compile(UUID)),
     # a date-time must end at a word boundary, a bare time has two-digit hours and a dot fraction
-    ("<time>", regex_cache.compile(DATETIME + r"\b|\b" + _HMS + r"(?:\.\d+)?\b")),
+    ("<time>", re.compile(DATETIME + r"\b|\b" + _HMS + r"(?:\.\d+)?\b")),
     # the port goes with the address (`10.0.0.5:29500` on every rank is one template); `\b` ends, looser than IPV4
-    ("<ip>", regex_cache.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|" + IPV6_BRACKETED + r"(?::\d+)?")),
-    ("<addr>", regex_cache.compile(HEX_ADDR)),
+    ("<ip>", re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|" + IPV6_BRACKETED + r"(?::\d+)?")),
+    ("<addr>", re.compile(HEX_ADDR)),
     # looser than PATH (Windows drives, slashes inside words): masking too much only merges more repeats
-    ("<path>", regex_cache.compile(r"(?:[A-Za-z]:\\|~?/|\.\.?/)[\w.\-+@/\\]*[\w+]")),
+    ("<path>", re.compile(r"(?:[A-Za-z]:\\|~?/|\.\.?/)[\w.\-+@/\\]*[\w+]")),
     # 12 digits and up: shorter hex-looking words stay text in a template
-    ("<hex>", regex_cache.compile(hex_id(12))),
-    ("pid=<pid>", regex_cache.compile(PID)),
-    ("rank <rank>", regex_cache.compile(RANK)),
+    ("<hex>", re.compile(hex_id(12))),
+    ("pid=<pid>", re.compile(PID)),
+    ("rank <rank>", re.compile(RANK)),
     # signed, at most one decimal point, not after a dot (unlike NUMBER)
-    ("<num>", regex_cache.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")),
+    ("<num>", re.compile(r"(?<![\w.])[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?(?![\w])")),
 ]
 
 # In a template: counters that differ between a good and a bad run of one job (rank, step, epoch).
