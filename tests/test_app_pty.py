@@ -179,7 +179,7 @@ def test_a_whole_log_pasted_with_cr_line_ends_gets_the_answer_of_the_same_log_wi
     term.paste(log)  # every line end sent as CR
     term.wait_for(lambda s: re.search(r"\[pasted [\d.]+ KB, \d+ lines #1\]", s) is not None, "the paste's placeholder")
     term.send("\r")
-    screen = term.wait_for(lambda s: "│ 1. " in s or "No known case" in s, "the answer's cards", timeout=240)
+    term.wait_for(lambda s: "│ 1. " in s or "No known case" in s, "the answer's cards", timeout=240)
     term.pump(0.5)
     seen = [term.text()]
     for _ in range(6):  # the card's id may sit below the notes (longer while the dense model loads): PageDown
