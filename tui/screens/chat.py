@@ -386,13 +386,15 @@ class ChatScreen(Screen[None]):
             if choice == "e":
                 self.kb.export_report()
             if choice in ("e", "y"):
-                self.clear_conversation()
+                # what was typed after the answer is already in the prompt: the next question, keep it
+                self.clear_conversation(keep_prompt=True)
 
         n = len(self.conv.turns)
         question = f"Start a new conversation? This one ({n} message{'s' if n != 1 else ''}) will be cleared."
         self.app.push_screen(AskScreen(question, [("e", "Export, then clear"), ("y", "Clear"), ("n", "Keep")]), answered)
 
-    def clear_conversation(self) -> None:
+    def clear_conversation(self, keep_prompt: bool = False) -> None:
+        """A fresh conversation; `keep_prompt` keeps the prompt's text and attachments (typed after ctrl+n's answer)."""
         self.workers.cancel_group(self, "search")
         self.workers.cancel_group(self, "rerank")
         self.conv = Conversation()
@@ -401,8 +403,9 @@ class ChatScreen(Screen[None]):
         self._welcome()
         transcript.add_info("New conversation: the next message starts a fresh search.", classes="info")
         prompt = self.query_one(PromptArea)
-        prompt.clear()
-        prompt.attachments = {}
+        if not keep_prompt:
+            prompt.clear()
+            prompt.attachments = {}
         prompt.focus()
         self.kb.refresh_status()  # a baseline belongs to the conversation it was attached to
         self._searching_changed()
