@@ -114,6 +114,20 @@ def flat(text: str) -> str:
     return re.sub(r"[\s│╭╮╰╯─]", "", text)
 
 
+def prompt_text(screen: str) -> str:
+    """The text in the prompt's box: the last box drawn on the screen (the footer is below it)."""
+    lines = screen.splitlines()
+    tops = [i for i, l in enumerate(lines) if l.lstrip().startswith("╭")]
+    if not tops:
+        return ""
+    inside = []
+    for line in lines[tops[-1] + 1:]:
+        if line.lstrip().startswith("╰"):
+            break
+        inside.append(line.strip().strip("│").strip())
+    return " ".join(x for x in inside if x)
+
+
 def answered(screen: str) -> bool:
     """An answer is on the screen: its cards, a decline, or the log reader's lines above cards pushed below the fold."""
     done = "│ 1. " in screen or "No known case" in screen or "kb searched for" in screen
@@ -137,7 +151,8 @@ def test_keys_typed_fast_into_the_new_conversation_dialog_do_not_crash(terminal,
     term.wait_for(lambda s: "Start a new conversation?" in s, "the new-conversation dialog")
     term.send(keys)
     rest = keys[1:]
-    screen = term.wait_for(lambda s: "Start a new conversation?" not in s and rest in s, "the dialog to close, the rest typed")
+    screen = term.wait_for(lambda s: "Start a new conversation?" not in s and prompt_text(s) == rest.strip(),
+                           "the dialog to close, the rest typed into the prompt")
     term.pump(1.0)
     assert term.child.isalive(), term.text()
     screen = term.text()

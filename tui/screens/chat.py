@@ -382,19 +382,25 @@ class ChatScreen(Screen[None]):
             self.clear_conversation()
             return
 
+        draft = self.query_one(PromptArea).text
+
         def answered(choice: str | None) -> None:
             if choice == "e":
                 self.kb.export_report()
             if choice in ("e", "y"):
-                # what was typed after the answer is already in the prompt: the next question, keep it
-                self.clear_conversation(keep_prompt=True)
+                # the draft from before ctrl+n goes with the conversation; keys typed after the answer
+                # may already be in the prompt (the next question): those stay
+                prompt = self.query_one(PromptArea)
+                typed_after = prompt.text[len(draft):] if prompt.text.startswith(draft) else prompt.text
+                self.clear_conversation()
+                if typed_after:
+                    prompt.insert(typed_after)
 
         n = len(self.conv.turns)
         question = f"Start a new conversation? This one ({n} message{'s' if n != 1 else ''}) will be cleared."
         self.app.push_screen(AskScreen(question, [("e", "Export, then clear"), ("y", "Clear"), ("n", "Keep")]), answered)
 
-    def clear_conversation(self, keep_prompt: bool = False) -> None:
-        """A fresh conversation; `keep_prompt` keeps the prompt's text and attachments (typed after ctrl+n's answer)."""
+    def clear_conversation(self) -> None:
         self.workers.cancel_group(self, "search")
         self.workers.cancel_group(self, "rerank")
         self.conv = Conversation()
@@ -403,9 +409,8 @@ class ChatScreen(Screen[None]):
         self._welcome()
         transcript.add_info("New conversation: the next message starts a fresh search.", classes="info")
         prompt = self.query_one(PromptArea)
-        if not keep_prompt:
-            prompt.clear()
-            prompt.attachments = {}
+        prompt.clear()
+        prompt.attachments = {}
         prompt.focus()
         self.kb.refresh_status()  # a baseline belongs to the conversation it was attached to
         self._searching_changed()
