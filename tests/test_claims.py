@@ -59,8 +59,6 @@ def test_dev_floors_and_readme_figures(engine) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="measured 3 December (412 entries): R@1 0.845 at 50 % of the entries, 0.836 at 100 % "
-                   "(docs/search.md, section 3b); strict: the day it passes, remove this mark and keep the bar")
 def test_ranking_does_not_get_worse_as_the_corpus_grows(engine) -> None:
     from kb.evaluation.rank_fit import growth
 
