@@ -22,9 +22,9 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write to a temporary file beside `path`, fsync, rename; `mode` keeps an existing file's permissions."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def durable_temp_beside(path: Path, data: bytes, mode: int | None = None) -> str:
+    """`data` in a new temporary file in `path`'s folder, on disk (fsynced), with `mode`; its path.
+    The caller gives it its name (rename or link) and removes it on failure."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -33,6 +33,20 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
             os.fsync(fh.fileno())
         if mode is not None:
             os.chmod(tmp, mode)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return tmp
+
+
+def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write to a temporary file beside `path`, fsync, rename; `mode` keeps an existing file's permissions."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = durable_temp_beside(path, data, mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
         try:

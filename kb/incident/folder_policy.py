@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 from kb.cases.casefile import parse_case_text
+from kb.core.atomic_files import durable_temp_beside
 from kb.core.paths import is_writable_dir
 from kb.incident.draft_case import Draft
 
@@ -99,13 +99,8 @@ def _write_new(path: Path, data: bytes) -> None:
     The text goes to a temporary file beside it first, then a hard link gives it its name
     (link fails if the name exists, which is what "x" mode did).
     """
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = durable_temp_beside(path, data, 0o644)
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
         try:
             os.link(tmp, path)
         except FileExistsError:
