@@ -63,6 +63,7 @@ def resolve_address(value: str, environ: dict[str, str] | None = None) -> str:
 
 CONNECT_TIMEOUT = 5.0
 PROBE_SHARE = 0.4  # of --node-timeout, for the probe that finds kb on each node
+MARGIN_SHARE = 0.15  # of --node-timeout: a node stops its checks this early, to answer in time
 
 
 def host_port(address: str) -> tuple[str, int] | None:
@@ -272,7 +273,8 @@ def _run(ray: Any, affinity: Any, address: str, shipped: list[ShippedCheck], not
             else:
                 sources[nid] = "kb on the node, same code as this copy"
             payload = {"python": python, "checks": [c.to_dict() for c in shipped], "stacks": stacks,
-                       "budget_s": max(1.0, deadline - time.monotonic()), "deadline_epoch": time.time() + (deadline - time.monotonic())}
+                       "budget_s": max(1.0, deadline - time.monotonic()), "margin_s": MARGIN_SHARE * node_timeout,
+                       "deadline_epoch": time.time() + (deadline - time.monotonic())}
             tasks[answer.options(**options).remote(payload)] = nid
         answers, failed = _gather(ray, tasks, deadline)
         unreachable.update(failed)

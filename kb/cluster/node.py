@@ -33,7 +33,7 @@ HF_PREFIX = "HF_"
 # Short fact names for the packages whose versions must agree across nodes.
 PACKAGE_FACTS = {"nvidia-nccl-cu12": "nccl"}
 NODE_WORKERS = 4  # as kb doctor on one node
-DEADLINE_MARGIN_S = 5.0  # the node answers this long before the driver gives up on it
+DEADLINE_MARGIN_S = 5.0  # the least time the node answers before the driver gives up on it
 
 
 @dataclass(frozen=True)
@@ -158,11 +158,15 @@ def node_report(payload: dict[str, Any]) -> dict[str, Any]:
     start = time.monotonic()
     python = payload.get("python")
     facts = node_facts(python)
-    budget = float(payload.get("budget_s", 60.0)) - DEADLINE_MARGIN_S - (time.monotonic() - start)
+    # The driver sends the margin (a share of the node timeout): killing cut checks and carrying
+    # the answer back takes longer on a loaded node than a fixed few seconds.
+    margin = payload.get("margin_s")
+    margin = max(DEADLINE_MARGIN_S, float(margin)) if isinstance(margin, (int, float)) else DEADLINE_MARGIN_S
+    budget = float(payload.get("budget_s", 60.0)) - margin - (time.monotonic() - start)
     # The task may start late (a worker to start, kb to unpack); the driver's wall-clock
     # deadline is what counts, as long as the clocks roughly agree.
     if isinstance(payload.get("deadline_epoch"), (int, float)):
-        by_clock = float(payload["deadline_epoch"]) - DEADLINE_MARGIN_S - time.time()
+        by_clock = float(payload["deadline_epoch"]) - margin - time.time()
         if 0 < by_clock < budget:
             budget = by_clock
     checks = [ShippedCheck.from_dict(c) for c in payload.get("checks", [])]
