@@ -85,6 +85,23 @@ def kb_proc(*argv: str, cwd: Path | None = None, timeout: float = 60, env: dict[
                           text=True, timeout=timeout, input=stdin if stdin is not None else "")
 
 
+def kb_main(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, *argv: str,
+            stdin: str = "") -> subprocess.CompletedProcess[str]:
+    """`kb ARGV` in this process, for the attacks where the process itself is not what is tested.
+
+    kb.cli.main turns any exception into exit 3 and a one-line message, as the real entry
+    point does, so `returncode in (0, 1, 2)` still means "no crash". The attacks that could
+    hang or exhaust memory (FIFOs, /dev/zero, symlink loops) keep kb_proc and its timeout.
+    """
+    from kb.cli import main
+
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+    rc = main(list(argv))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(["kb", *argv], rc, out.out, out.err)
+
+
 # ------------------------------------------------------------------ 1. parameter values
 # A check that only echoes the value; each value is code in some language. None may run.
 
@@ -338,10 +355,10 @@ def test_view_labels_every_check_with_its_name() -> None:
     assert "looks-like-an-example" in _rendered(case)
 
 
-def test_kb_show_prints_the_code_that_runs(tmp_path: Path) -> None:
+def test_kb_show_prints_the_code_that_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     code = "echo visible; exit 0"
     write_folder(tmp_path / "c", case_text(verify=check_block(code)))
-    proc = kb_proc("show", "adv-case", "--cases", str(tmp_path / "c"))
+    proc = kb_main(capsys, monkeypatch, "show", "adv-case", "--cases", str(tmp_path / "c"))
     assert proc.returncode == 0, proc.stderr
     assert "echo visible; exit 0" in proc.stdout and "[check c:" in proc.stdout
 
@@ -517,7 +534,7 @@ def test_trust_fifo_in_folder_does_not_hang(tmp_path: Path) -> None:
     os.mkfifo(folder / "pipe.sh")
     proc = kb_proc("trust", str(folder), "--yes", timeout=60)
     assert proc.returncode in (0, 2), proc.stderr
-    proc = kb_proc("check", "--cases", str(folder), timeout=60)
+    proc = kb_proc("check", "--only", "--cases", str(folder), timeout=60)
     assert proc.returncode != 3, proc.stderr
 
 
@@ -576,32 +593,32 @@ def test_trust_shows_every_check_that_can_run(tmp_path: Path) -> None:
             assert check.code in codes
 
 
-def test_trust_shows_parameter_defaults(tmp_path: Path) -> None:
+def test_trust_shows_parameter_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A default is part of what runs in `kb doctor`: `kb trust` must show it."""
     folder = tmp_path / "team"
     fm = "params:\n  x: {description: a value, default: \"ZZ-DEFAULT-ZZ\"}\n"
     write_folder(folder, case_text(verify=check_block('echo "$KB_PARAM_X"; exit 0'), fm=fm))
-    proc = kb_proc("trust", str(folder), "--yes")
+    proc = kb_main(capsys, monkeypatch, "trust", str(folder), "--yes")
     assert proc.returncode == 0, proc.stderr
     assert "ZZ-DEFAULT-ZZ" in proc.stdout
 
 
-def test_trust_diff_shows_a_changed_default(tmp_path: Path) -> None:
+def test_trust_diff_shows_a_changed_default(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "team"
     fm = "params:\n  x: {description: a value, default: \"first\"}\n"
     path = write_folder(folder, case_text(verify=check_block('echo "$KB_PARAM_X"; exit 0'), fm=fm))
-    assert kb_proc("trust", str(folder), "--yes").returncode == 0
+    assert kb_main(capsys, monkeypatch, "trust", str(folder), "--yes").returncode == 0
     path.write_text(case_text(verify=check_block('echo "$KB_PARAM_X"; exit 0'), fm=fm.replace("first", "second-VAL")), encoding="utf-8")
-    proc = kb_proc("trust", str(folder), "--yes")
+    proc = kb_main(capsys, monkeypatch, "trust", str(folder), "--yes")
     assert "second-VAL" in proc.stdout
 
 
-def test_trust_diff_shows_changed_needs(tmp_path: Path) -> None:
+def test_trust_diff_shows_changed_needs(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "team"
     path = write_folder(folder, case_text())
-    assert kb_proc("trust", str(folder), "--yes").returncode == 0
+    assert kb_main(capsys, monkeypatch, "trust", str(folder), "--yes").returncode == 0
     path.write_text(case_text(verify=check_block("exit 0", attrs="name=c doctor=yes needs=py:zzneedmod")), encoding="utf-8")
-    proc = kb_proc("trust", str(folder), "--yes")
+    proc = kb_main(capsys, monkeypatch, "trust", str(folder), "--yes")
     assert "zzneedmod" in proc.stdout
 
 
@@ -612,20 +629,20 @@ def test_trust_refuses_without_terminal(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "refusing" in proc.stderr
 
 
-def test_trust_json_keeps_stdout_json(tmp_path: Path) -> None:
+def test_trust_json_keeps_stdout_json(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     folder = tmp_path / "team"
     write_folder(folder, case_text(verify=check_block("echo '\\x1b[2J'; exit 0")))
-    proc = kb_proc("trust", str(folder), "--yes", "--json")
+    proc = kb_main(capsys, monkeypatch, "trust", str(folder), "--yes", "--json")
     assert proc.returncode == 0, proc.stderr
     json.loads(proc.stdout)
 
 
-def test_folder_name_with_escapes_is_shown_escaped(tmp_path: Path) -> None:
+def test_folder_name_with_escapes_is_shown_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "team\x1b]0;pwned\x07"
     write_folder(folder, case_text())
-    proc = kb_proc("trust", str(folder), "--yes")
+    proc = kb_main(capsys, monkeypatch, "trust", str(folder), "--yes")
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
 
 
@@ -798,10 +815,12 @@ def test_hostile_need_strings_are_refused(need: str) -> None:
     "params:\n  ab-c: {description: v}\n",
     "title2: x\n",
 ])
-def test_hostile_front_matter_is_an_error_not_a_crash(tmp_path: Path, fm: str) -> None:
+def test_hostile_front_matter_is_an_error_not_a_crash(tmp_path: Path, fm: str, capsys: pytest.CaptureFixture[str],
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "c"
     write_folder(folder, case_text(fm=fm))
-    proc = kb_proc("check", "--cases", str(folder))
+    # --only: the hostile file alone (the built-in cases are checked by tests/test_casefile.py)
+    proc = kb_main(capsys, monkeypatch, "check", "--only", "--cases", str(folder))
     assert proc.returncode in (0, 1, 2), proc.stderr
     assert "Traceback" not in proc.stderr
 
@@ -830,37 +849,39 @@ def test_case_file_symlink_to_proc_and_dev(tmp_path: Path) -> None:
     (folder / "zero.md").symlink_to("/dev/zero")
     (folder / "pagemap.md").symlink_to("/proc/self/pagemap")
     os.mkfifo(folder / "fifo.md")
-    proc = kb_proc("check", "--cases", str(folder), timeout=60)
+    proc = kb_proc("check", "--only", "--cases", str(folder), timeout=60)
     assert proc.returncode in (0, 1, 2), proc.stderr
 
 
-def test_deep_folders_do_not_crash(tmp_path: Path) -> None:
+def test_deep_folders_do_not_crash(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "c"
     deep = folder
     for _ in range(300):
         deep = deep / "d"
     deep.mkdir(parents=True)
     write_folder(deep, case_text())
-    proc = kb_proc("check", "--cases", str(folder), timeout=120)
+    proc = kb_main(capsys, monkeypatch, "check", "--only", "--cases", str(folder))  # a RecursionError would be exit 3
     assert proc.returncode in (0, 1, 2), proc.stderr
 
 
-def test_doctor_skips_untrusted_folder(tmp_path: Path) -> None:
+def test_doctor_skips_untrusted_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     marker = tmp_path / "ran"
     folder = tmp_path / "c"
     write_folder(folder, case_text(verify=check_block(f"touch {marker}; exit 1")))
-    proc = kb_proc("doctor", "--cases", str(folder), "--only", timeout=300)
+    proc = kb_main(capsys, monkeypatch, "doctor", "--cases", str(folder), "--only")
     assert proc.returncode != 3, proc.stderr
     assert not marker.exists()
 
 
-def test_run_yes_refuses_untrusted_and_dry_run_runs_nothing(tmp_path: Path) -> None:
+def test_run_yes_refuses_untrusted_and_dry_run_runs_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     marker = tmp_path / "ran"
     folder = tmp_path / "c"
     write_folder(folder, case_text(verify=check_block(f"touch {marker}; exit 1", attrs="name=c needs=py:advpkg.sub")))
-    assert kb_proc("run", "adv-case", "--cases", str(folder), "--dry-run").returncode == 0
-    assert kb_proc("run", "adv-case", "--cases", str(folder), "--yes").returncode == 2
-    assert kb_proc("run", "adv-case", "--cases", str(folder), stdin="y\n").returncode == 2  # not a terminal
+    assert kb_main(capsys, monkeypatch, "run", "adv-case", "--cases", str(folder), "--dry-run").returncode == 0
+    assert kb_main(capsys, monkeypatch, "run", "adv-case", "--cases", str(folder), "--yes").returncode == 2
+    # the real process: its standard input is a pipe, not a terminal, whatever it holds
+    assert kb_proc("run", "adv-case", "--cases", str(folder), stdin="y\n").returncode == 2
     assert not marker.exists()
 
 
@@ -927,10 +948,10 @@ def test_check_reading_file_outside_folder_is_visible_in_code(tmp_path: Path) ->
     assert any("/etc/zz-outside.sh" in code for _l, code, _d in shown.checks.values())
 
 
-def test_kb_check_names_the_file_for_each_refusal(tmp_path: Path) -> None:
+def test_kb_check_names_the_file_for_each_refusal(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "c"
     write_folder(folder, case_text(verify=DIFFERENTIAL_BODIES["html comment"]))
-    proc = kb_proc("check", "--cases", str(folder))
+    proc = kb_main(capsys, monkeypatch, "check", "--only", "--cases", str(folder))  # --only: exit 1 is this file's
     assert proc.returncode == 1 and "adv-case.md:" in proc.stdout + proc.stderr
 
 

@@ -104,6 +104,9 @@ def test_docs_json_of_the_wrong_shape_is_rebuilt_and_said(tiny, content: str, wo
     answers(again)
 
 
+# Slow lane: three real processes each build an index of the 438 built-in cases. The fast lane
+# keeps every damage in process on the tiny index (test_docs_json_of_the_wrong_shape_is_rebuilt_and_said).
+@pytest.mark.slow
 def test_kb_search_and_kb_index_after_a_damaged_docs_json(tmp_path: Path) -> None:
     """The CLI: no exit 3, one line saying what was wrong, and `kb index` does not call it current."""
     team = write_cases(tmp_path / "team")

@@ -19,7 +19,12 @@ it, because a reviewer may read the file there:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 FENCE_CHARS = "`~"
 LANG_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_+-")
@@ -305,15 +310,21 @@ _SHOWN_BLOCK = frozenset({"paragraph_open", "paragraph_close", "heading_open", "
                           "td_open", "td_close"})
 
 
+@functools.lru_cache(maxsize=1)
+def _markdown() -> MarkdownIt:
+    """One parser for every block: building it (rules, linkify patterns) cost more than parsing
+    a case's text. parse() keeps its state in a fresh state object and `env`, so it is reused safely."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt().enable("strikethrough").enable("table")  # as rich.markdown.Markdown reads it
+
+
 def hidden_text_problems(text: str, first_line: int) -> list[BodyProblem]:
     """Problems for Markdown in a text block that a rendered view would not show."""
     if not any(ch in text for ch in "<[!&"):
         return []  # nothing that can hide text: skip the Markdown parse (most blocks)
-    from markdown_it import MarkdownIt
-
-    md = MarkdownIt().enable("strikethrough").enable("table")  # as rich.markdown.Markdown reads it
     env: dict[str, object] = {}
-    tokens = md.parse(text, env)
+    tokens = _markdown().parse(text, env)
     problems: list[BodyProblem] = []
     if env.get("references"):
         line = _line_of(text, "]:", first_line)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from kb.cases.casefile import REGEX_PREFIX
 from kb.core.paths import PACKAGE_ROOT
 from kb.index.documents import CaseDoc, readable_regex
-from kb.search.signatures import SignatureMatcher
+from kb.search.signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher
 from kb.text.signals import clean_line
 
 if TYPE_CHECKING:
@@ -119,16 +119,28 @@ def _matcher_for(doc: CaseDoc) -> SignatureMatcher:
     return SignatureMatcher([doc])
 
 
+def _hits_per_doc(docs: list[CaseDoc], texts: list[str]) -> list[list[SignatureHit]]:
+    """Each doc's signature hits on the texts, as if each doc were matched alone.
+
+    With unique ids one matcher over all docs gives the same hits (the word index only
+    picks candidates; every candidate is still tested on the text), and the corpus is
+    canonicalised once instead of once per case: `kb check` spent ~1.3 s of its ~2 s here.
+    Each doc kept its own regex budget; together they get the sum of them.
+    """
+    if len({doc["id"] for doc in docs}) < len(docs):  # an id twice: its hits could not be told apart
+        return [_matcher_for(doc).match(texts).get(doc["id"], []) for doc in docs]
+    hits = SignatureMatcher(docs).match(texts, budget_s=SEARCH_REGEX_BUDGET_S * len(docs))
+    return [hits.get(doc["id"], []) for doc in docs]
+
+
 def healthy_findings(docs: list[CaseDoc], lines: list[HealthyLine], root: Path | None = None) -> list[Finding]:
     """Signatures that match a healthy line (one finding per signature, first line found)."""
     if not lines:
         return []
     texts = [h.text for h in lines]
     findings: list[Finding] = []
-    for doc in docs:
-        if is_harmless(doc):
-            continue
-        hits = _matcher_for(doc).match(texts).get(doc["id"], [])
+    checked = [doc for doc in docs if not is_harmless(doc)]
+    for doc, hits in zip(checked, _hits_per_doc(checked, texts)):
         seen: set[str] = set()
         for hit in hits:
             if hit.signature in seen:

@@ -83,35 +83,46 @@ def strip_install_prefixes(text: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Tokens for BM25, in order, with repeats (term frequency matters)."""
     out: list[str] = []
-    text = strip_install_prefixes(text)
-    for m in _TOKEN_RE.finditer(text):
+    for m in _TOKEN_RE.finditer(strip_install_prefixes(text)):
         tok = m.group(0)
-        if _CJK_RE.match(tok):
-            out.extend(_cjk_tokens(tok))
-            continue
-        low = tok.lower().strip(".-")
-        if not low or _NUMBERISH_RE.match(low):
-            continue
-        emitted: list[str] = []
-        segments = [seg for seg in re.split(r"[.\-]+", tok) if seg]
-        if len(segments) > 1:
-            emitted.append(low.replace("-", "_"))
-        for seg in segments:
-            words = [w for w in seg.split("_") if w]
-            if len(words) > 1:
-                emitted.append(seg.lower())
-            for word in words:
-                camel = _CAMEL_RE.findall(word)
-                if len(words) > 1 or len(segments) > 1 or len(camel) > 1:
-                    emitted.append(_stem(word.lower()))
-                if len(camel) > 1:
-                    emitted.extend(_stem(c.lower()) for c in camel)
-        if not emitted:
-            emitted.append(_stem(low))
-        for e in emitted:
-            if len(e) > 1 and e not in STOPWORDS and not _NUMBERISH_RE.match(e):
-                out.append(e)
+        out.extend(_cached_token_terms(tok) if len(tok) <= _CACHED_TOKEN_CHARS else _token_terms(tok))
     return out
+
+
+_SEGMENT_SPLIT_RE = re.compile(r"[.\-]+")
+
+
+def _token_terms(tok: str) -> tuple[str, ...]:
+    """The terms one raw token yields."""
+    if _CJK_RE.match(tok):
+        return tuple(_cjk_tokens(tok))
+    low = tok.lower().strip(".-")
+    if not low or _NUMBERISH_RE.match(low):
+        return ()
+    emitted: list[str] = []
+    segments = [seg for seg in _SEGMENT_SPLIT_RE.split(tok) if seg]
+    if len(segments) > 1:
+        emitted.append(low.replace("-", "_"))
+    for seg in segments:
+        words = [w for w in seg.split("_") if w]
+        if len(words) > 1:
+            emitted.append(seg.lower())
+        for word in words:
+            camel = _CAMEL_RE.findall(word)
+            if len(words) > 1 or len(segments) > 1 or len(camel) > 1:
+                emitted.append(_stem(word.lower()))
+            if len(camel) > 1:
+                emitted.extend(_stem(c.lower()) for c in camel)
+    if not emitted:
+        emitted.append(_stem(low))
+    return tuple(e for e in emitted if len(e) > 1 and e not in STOPWORDS and not _NUMBERISH_RE.match(e))
+
+
+# Words repeat: the index of the built-in cases tokenizes 225,000 words, mostly the same few
+# thousand, so each short token's terms are computed once (long ones are rare and would only
+# fill the cache).
+_CACHED_TOKEN_CHARS = 64
+_cached_token_terms = functools.lru_cache(maxsize=65536)(_token_terms)
 
 
 # "no error", "没有报错": the user says what did NOT happen. Matching 报错 / error
