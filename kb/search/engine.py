@@ -299,7 +299,8 @@ class Engine:
                     from kb.index.encoder import OnnxEncoder
 
                     self._encoder = OnnxEncoder(self.index.onnx_path(), self.index.tokenizer_path(), threads=1)
-                    self.index.faiss_index()
+                    if self.index.needs_faiss():
+                        self.index.faiss_index()
                 except Exception as exc:
                     self._encoder_error = f"dense model failed to load: {type(exc).__name__}: {exc}"
         return self._encoder is not None
@@ -309,13 +310,10 @@ class Engine:
     def _dense_scores(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Dense cosine per case (see `case_cosines`) and the row of its best vector."""
         n = len(self.docs)
-        q = self._encoder.encode_one(text)[None, :]
-        index = self.index.faiss_index()
+        q = self._encoder.encode_one(text)
         # The nearest vectors name the candidate cases; the others keep cosine -1 (dense part 0).
-        k = int(min(index.ntotal, DENSE_NEIGHBOURS))
-        _, rows = index.search(q, k)
-        candidates = sorted({int(self.index.row_case[r]) for r in rows[0] if r >= 0})
-        return case_cosines(q[0], self.index.vectors, self.index.row_case, candidates, n, self.weights.dense_second)
+        candidates = self.index.nearest_cases(q, int(min(len(self.index.vectors), DENSE_NEIGHBOURS)))
+        return case_cosines(q, self.index.vectors, self.index.row_case, candidates, n, self.weights.dense_second)
 
     def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> RawScores:
         """Run the scorers; raw numbers, not yet normalised or fused."""
