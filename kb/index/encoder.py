@@ -9,6 +9,7 @@ model's (checked when the index is built).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -92,3 +93,34 @@ class OnnxEncoder:
             if on_batch is not None:
                 on_batch(len(idx))
         return out
+
+
+class EncoderLoad:
+    """An OnnxEncoder being opened on a worker thread; `result()` waits for it.
+
+    onnxruntime releases the GIL while it builds the session (most of the
+    encoder's opening time), so a cold `kb search` reads the rest of kb's code
+    and the query's signatures meanwhile. The thread is not a daemon: the
+    process never ends while onnxruntime is still inside the session's
+    constructor.
+    """
+
+    def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1) -> None:
+        self._encoder: OnnxEncoder | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._open, args=(onnx_path, tokenizer_json, threads), name="kb-encoder-open")
+        self._thread.start()
+
+    def _open(self, onnx_path: Path, tokenizer_json: Path, threads: int) -> None:
+        try:
+            self._encoder = OnnxEncoder(onnx_path, tokenizer_json, threads=threads)
+        except BaseException as exc:  # handed to the caller of result(), which reports it as before
+            self._error = exc
+
+    def result(self) -> OnnxEncoder:
+        """The encoder, or the exception opening it raised."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._encoder is not None
+        return self._encoder

@@ -24,6 +24,7 @@ import numpy as np
 from kb.cases.casefile import FAMILY_TAGS
 from kb.cases.provenance import Origin, OriginMap
 from kb.index.documents import CaseDoc
+from kb.index.encoder import EncoderLoad
 from kb.index.opener import LoadedIndex, open_index
 from kb.search.confidence import ConfidenceFeatures, Level, Model, ModelFileError, load_model
 from kb.search.evidence import Evidence
@@ -248,7 +249,7 @@ def case_cosines(
 class Engine:
     """Holds a loaded index and its scorers; thread-safe lazy loading of the dense model."""
 
-    def __init__(self, index: LoadedIndex, weights: Weights = DEFAULT_WEIGHTS) -> None:
+    def __init__(self, index: LoadedIndex, weights: Weights = DEFAULT_WEIGHTS, origins: OriginMap | None = None) -> None:
         self.index = index
         self.weights = weights
         self.docs: list[CaseDoc] = index.docs
@@ -265,16 +266,26 @@ class Engine:
         self.keep: np.ndarray | None = None  # growth experiment (kb.evaluation.rank_fit): cases not kept score nothing
         self._encoder: Any = None
         self._encoder_error: str = ""
+        self._encoder_load: EncoderLoad | None = None  # an encoder already being opened (from_index)
         self._lock = threading.Lock()
-        self.origins = OriginMap.current()  # replaced by open() with the folders the index was built from
+        # open() and from_index() pass the folders the index was built from
+        self.origins = origins if origins is not None else OriginMap.current()
 
     @classmethod
     def open(cls, extra_dirs: list[Path] | None = None, **kwargs: Any) -> Engine:
         weights = kwargs.pop("weights", DEFAULT_WEIGHTS)
         index = open_index(extra_dirs, **kwargs)
-        engine = cls(index, weights)
+        return cls.from_index(index, extra_dirs, kwargs.get("include_builtin", True), weights)
+
+    @classmethod
+    def from_index(cls, index: LoadedIndex, extra_dirs: list[Path] | None = None, include_builtin: bool = True,
+                   weights: Weights = DEFAULT_WEIGHTS, encoder: EncoderLoad | None = None) -> Engine:
+        """An engine over an index open_index() returned for these folders; `encoder`: the index's
+        encoder already being opened (kb search starts it before importing the engine), which
+        load_dense() then waits for."""
         # the folders open_index just listed: the results' origins need no second walk
-        engine.origins = OriginMap.current(extra_dirs, kwargs.get("include_builtin", True), index.case_files)
+        engine = cls(index, weights, OriginMap.current(extra_dirs, include_builtin, index.case_files))
+        engine._encoder_load = encoder
         return engine
 
     # ------------------------------------------------------------ dense model
@@ -296,9 +307,12 @@ class Engine:
         with self._lock:
             if self._encoder is None and not self._encoder_error:
                 try:
-                    from kb.index.encoder import OnnxEncoder
+                    if self._encoder_load is not None:
+                        self._encoder = self._encoder_load.result()
+                    else:
+                        from kb.index.encoder import OnnxEncoder
 
-                    self._encoder = OnnxEncoder(self.index.onnx_path(), self.index.tokenizer_path(), threads=1)
+                        self._encoder = OnnxEncoder(self.index.onnx_path(), self.index.tokenizer_path(), threads=1)
                     if self.index.needs_faiss():
                         self.index.faiss_index()
                 except Exception as exc:
