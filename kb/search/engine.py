@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from kb.cases.casefile import FAMILY_TAGS
+from kb.cases.names import FAMILY_TAGS
 from kb.cases.provenance import Origin, OriginMap
 from kb.index.documents import CaseDoc
 from kb.index.encoder import EncoderLoad
