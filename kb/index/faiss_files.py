@@ -35,7 +35,7 @@ def exact_nearest(vectors: np.ndarray, q: np.ndarray, k: int, max_norm: float) -
     n = len(vectors)
     if k >= n:
         return np.arange(n), np.arange(0)
-    sims = vectors @ q
+    sims = np.einsum("ij,j->i", vectors, q)  # not BLAS: its worker threads wake slowly on a busy machine
     kth, next_ = (float(x) for x in -np.partition(-sims, (k - 1, k))[[k - 1, k]])  # the k-th and (k+1)-th largest
     d = vectors.shape[1]
     gamma = d * 2.0**-24 / (1 - d * 2.0**-24)
