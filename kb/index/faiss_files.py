@@ -1,8 +1,8 @@
 """A generation's FAISS index: exact (built in memory when opened) up to APPROX_THRESHOLD vectors, HNSW above.
 
 Up to NUMPY_EXACT_MAX vectors the exact search is first done with numpy
-(`exact_nearest`): importing faiss is a tenth of a cold `kb search`, and a
-few thousand inner products cost microseconds. numpy settles which rows
+(`exact_nearest`): importing faiss is ~30 ms of a cold `kb search`'s CPU, and a
+few thousand inner products take well under a millisecond. numpy settles which rows
 FAISS would return except near the k-th place, where their float32 sums may
 round apart; LoadedIndex.nearest_cases asks FAISS only when those rows could
 change the set of cases.
