@@ -40,7 +40,8 @@ WARM_QUERIES = [
 ]
 
 
-# What a cold search cannot avoid: a fresh interpreter importing the libraries the query path needs.
+# Issue 29's yardstick: a fresh interpreter importing the libraries the query path needed. A search now
+# imports neither faiss nor yaml and starts numpy with one BLAS thread (see the README on the cold search).
 FLOOR = [sys.executable, "-c", "import numpy, onnxruntime, tokenizers, faiss, yaml"]
 
 

@@ -48,12 +48,12 @@ def test_crash_log_unwritable_still_prints_the_traceback(monkeypatch, tmp_path: 
 
 
 def test_cli_command_crash_exits_3(monkeypatch, capsys) -> None:
-    import kb.search.engine
+    import kb.index.opener
 
     def explode(*a, **k):
         raise ValueError("index exploded")
 
-    monkeypatch.setattr(kb.search.engine.Engine, "open", classmethod(lambda cls, *a, **k: explode()))
+    monkeypatch.setattr(kb.index.opener, "open_index", explode)  # kb search opens the index, then the engine
     assert cli.main(["search", "--no-dense", "some error"]) == cli.EXIT_CRASH
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "internal error: ValueError: index exploded" in err

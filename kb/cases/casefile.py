@@ -19,6 +19,7 @@ from typing import Any
 from kb.cases.blocks import Block, parse_body, section_markdown
 from kb.cases.check_code import code_findings
 from kb.cases.frontmatter import FrontMatterError, load_front_matter
+from kb.cases.names import FAMILY_TAGS, REGEX_PREFIX
 from kb.cases.params import DEFAULT_TYPE, ENV_REF_RE, PARAM_TYPES, env_name, value_error
 from kb.core.safe_text import UNSAFE_BLOCK_RE, visible
 
@@ -38,8 +39,6 @@ CHECK_LANGS = {"bash": "bash", "sh": "bash", "python": "python", "python3": "pyt
 CHECK_ATTRS = ("name", "timeout", "needs", "doctor", "description")
 DEFAULT_TIMEOUT = 30.0
 MAX_TIMEOUT = 600.0
-REGEX_PREFIX = "regex:"
-FAMILY_TAGS = frozenset({"family", "triage"})
 _LIST_ITEM_RE = re.compile(r"^(?:\d+[.)]|[-*]) ", re.M)  # a numbered or bulleted candidate cause
 ID_RE = re.compile(r"^[a-z0-9][a-z0-9-]*[a-z0-9]$")
 NEED_RE = re.compile(r"^(gpu|multi-gpu|cmd:[A-Za-z0-9_.+-]+|py:[A-Za-z0-9_.]+)$")

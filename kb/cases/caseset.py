@@ -15,11 +15,14 @@ import shutil
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from kb.cases.casefile import Case, Problem, parse_case_bytes, read_case_bytes
 from kb.cases.digest import FolderDigest
 from kb.core.file_bounds import MAX_WALK_ENTRIES, WalkResult, walk_files
 from kb.core.paths import builtin_cases_dir
+
+if TYPE_CHECKING:  # the parser is imported where cases are parsed: a search of a current index lists case files only
+    from kb.cases.casefile import Case, Problem
 
 IGNORED_NAMES = {"README.md", "index.md"}
 
@@ -110,6 +113,8 @@ def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) ->
     An override is reported as a note (never silent); two files with one id
     inside the same folder layer are an error whatever `overrides` says.
     """
+    from kb.cases.casefile import Problem, parse_case_bytes, read_case_bytes
+
     layers = case_layers(extra, include_builtin)
     result = CaseSet(folders=[layer.path for layer in layers])
     if include_builtin:
@@ -163,6 +168,8 @@ def load_cases(extra: list[Path] | None = None, include_builtin: bool = True) ->
 
 def validate_check_syntax(case: Case) -> list[Problem]:
     """`bash -n` for bash checks, compile() for python checks."""
+    from kb.cases.casefile import Problem
+
     problems: list[Problem] = []
     bash = shutil.which("bash")
     for check in case.checks:
@@ -183,7 +190,7 @@ def validate_check_syntax(case: Case) -> list[Problem]:
 
 def validate_regex_cost(case: Case) -> list[Problem]:
     """Regex signatures that could backtrack catastrophically (nested repeats, slow on probes)."""
-    from kb.cases.casefile import REGEX_PREFIX
+    from kb.cases.casefile import REGEX_PREFIX, Problem
     from kb.text.regex_analysis import regex_risk
 
     problems: list[Problem] = []
@@ -208,6 +215,8 @@ def validate_regex_cost(case: Case) -> list[Problem]:
 
 def validate(caseset: CaseSet) -> list[Problem]:
     """Everything `kb check` reports: load problems, check syntax, risky regexes."""
+    from kb.cases.casefile import Problem
+
     problems = list(caseset.problems)
     for case in caseset.cases:
         problems.extend(validate_regex_cost(case))
@@ -220,6 +229,7 @@ def validate(caseset: CaseSet) -> list[Problem]:
 
 def validate_draft_quality(case: Case) -> list[Problem]:
     """Warnings for a draft nobody finished: a TODO body (never answered "high") and broad literal signatures."""
+    from kb.cases.casefile import Problem
     from kb.cases.quality import is_broad_literal, todo_sections
 
     out: list[Problem] = []

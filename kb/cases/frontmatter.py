@@ -14,15 +14,21 @@ a front matter.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-
-# libyaml's parser: ten times faster (matters for 100k-case sets) and it refuses
-# absurd nesting (100k `[`) at once with a clean error.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    import yaml
 
 MAX_FRONT_MATTER_BYTES = 64 * 1024  # the largest built-in front matter is a few KB
+
+
+def _loader_class() -> Any:
+    """libyaml's parser: ten times faster (matters for 100k-case sets) and it refuses absurd
+    nesting (100k `[`) at once with a clean error. yaml is imported on the first front matter
+    read: a search of an up-to-date index reads none (the import is a twentieth of its time)."""
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class FrontMatterError(ValueError):
@@ -36,7 +42,9 @@ class FrontMatterError(ValueError):
 
 def _refuse_aliases(text: str) -> None:
     """Scan tokens only (cheap, no expansion) and refuse the first anchor or alias."""
-    loader = _LOADER(text)
+    import yaml
+
+    loader = _loader_class()(text)
     try:
         while True:
             token = loader.get_token()
@@ -55,6 +63,8 @@ def _refuse_aliases(text: str) -> None:
 
 def _check_duplicates(node: yaml.Node) -> None:
     """Walk the composed tree (no aliases, so it is a tree) and refuse a repeated mapping key."""
+    import yaml
+
     stack = [node]
     while stack:
         current = stack.pop()
@@ -81,6 +91,8 @@ _CONSTRUCTED_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float", "tag:ya
 def _check_scalars(loader: Any, node: yaml.Node) -> None:
     """Build each number and date on its own first, so that a bad one (`reviewed: 2024-02-30`, a
     5,000-digit integer) is an error naming its line instead of a ValueError out of the whole load."""
+    import yaml
+
     stack = [node]
     while stack:
         current = stack.pop()
@@ -108,9 +120,11 @@ def load_front_matter(text: str) -> Any:
     size = len(text.encode("utf-8"))
     if size > MAX_FRONT_MATTER_BYTES:
         raise FrontMatterError(0, f"front matter is {size} bytes; the limit is {MAX_FRONT_MATTER_BYTES}")
+    import yaml
+
     try:
         _refuse_aliases(text)
-        loader = _LOADER(text)
+        loader = _loader_class()(text)
         try:
             node = loader.get_single_node()
             if node is None:

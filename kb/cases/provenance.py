@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kb.cases.casefile import Case
 from kb.cases.caseset import Layer, case_files, case_layers
 from kb.core.safe_text import visible
+
+if TYPE_CHECKING:
+    from kb.cases.casefile import Case
 
 
 @dataclass(frozen=True)

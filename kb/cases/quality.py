@@ -12,8 +12,12 @@ does not propose one and `kb check` warns about one.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from kb.cases.casefile import REGEX_PREFIX, Case
+from kb.cases.names import REGEX_PREFIX
+
+if TYPE_CHECKING:
+    from kb.cases.casefile import Case
 
 BODY_SECTIONS = ("Symptoms", "Causes", "Fix")
 _TODO_RE = re.compile(r"^\s*(?:\d+\.\s*)?TODO\b")

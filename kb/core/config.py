@@ -15,8 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import tomllib
-
 from kb.core.paths import config_dir, data_dir
 
 CONFIG_NAME = "config.toml"
@@ -54,6 +52,8 @@ def load_config(path: Path | None = None) -> Config:
     except OSError as exc:
         cfg.problems.append(f"{path}: cannot read: {exc.strerror or exc}")
         return cfg
+    import tomllib  # only when there is a file: most runs have none
+
     try:
         data = tomllib.loads(raw.decode("utf-8", errors="replace"))
     except tomllib.TOMLDecodeError as exc:

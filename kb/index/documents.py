@@ -7,11 +7,14 @@ needs no YAML parsing.
 from __future__ import annotations
 
 import re
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
-from kb.cases.casefile import REGEX_PREFIX, Case
+from kb.cases.names import REGEX_PREFIX
 from kb.cases.quality import is_unedited
 from kb.text.regex_analysis import required_literal
+
+if TYPE_CHECKING:  # documents are built from parsed cases; a search only reads them
+    from kb.cases.casefile import Case
 
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it

@@ -9,42 +9,58 @@ model's (checked when the index is built).
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from kb.index.model import MAX_SEQ_LENGTH
 
 
-class OnnxEncoder:
-    def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1, fast: bool = True) -> None:
-        """`fast`: open the export's fast copy (kb.index.fast_model), making it if it is missing;
-        off for an export still being checked."""
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
+def open_session(onnx_path: Path, threads: int = 1, fast: bool = True) -> tuple[Any, Path]:
+    """An onnxruntime session of the export (or its fast copy, kb.index.fast_model), and the file it
+    was opened from. `fast`: open the fast copy, making it if it is missing; off for an export still
+    being checked."""
+    import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        # One thread answers a single short query fastest on a small machine.
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
+    options = ort.SessionOptions()
+    # One thread answers a single short query fastest on a small machine.
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    path = Path(onnx_path)
+    if fast:
+        from kb.index.fast_model import fast_copy, make_fast_copy
+
+        path = fast_copy(path, ort.__version__) or make_fast_copy(path, ort) or path
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), path
+    except Exception:
+        if path == Path(onnx_path):
+            raise
+        # a damaged copy: the export itself still answers
         path = Path(onnx_path)
-        if fast:
-            from kb.index.fast_model import fast_copy, make_fast_copy
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), path
 
-            path = fast_copy(path, ort.__version__) or make_fast_copy(path, ort) or path
-        try:
-            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception:
-            if path == Path(onnx_path):
-                raise
-            # a damaged copy: the export itself still answers
-            path = Path(onnx_path)
-            self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        self.model_path = path  # the file the session was opened from
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_json))
-        self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(MAX_SEQ_LENGTH)
+
+def load_tokenizer(tokenizer_json: Path) -> Any:
+    """The model's tokenizer, set to truncate at MAX_SEQ_LENGTH tokens without padding."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_json))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(MAX_SEQ_LENGTH)
+    return tokenizer
+
+
+class OnnxEncoder:
+    def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1, fast: bool = True,
+                 opened: tuple[Any, Path] | None = None, tokenizer: Any = None) -> None:
+        """`fast`: as open_session; `opened`, `tokenizer`: open_session's and load_tokenizer's answers
+        when they are already at hand (EncoderLoad)."""
+        self.session, self.model_path = opened if opened is not None else open_session(onnx_path, threads, fast)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_json)
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.dim = int(self.session.get_outputs()[0].shape[-1]) if isinstance(self.session.get_outputs()[0].shape[-1], int) else 384
 
@@ -92,3 +108,46 @@ class OnnxEncoder:
             if on_batch is not None:
                 on_batch(len(idx))
         return out
+
+
+class EncoderLoad:
+    """An OnnxEncoder whose onnxruntime session is built on a worker thread; `result()` finishes it.
+
+    onnxruntime releases the GIL while it builds the session (most of the
+    encoder's opening time), so a cold `kb search` imports the engine and
+    scores the query's signatures meanwhile. Only that runs on the thread:
+    onnxruntime is imported first and the tokenizer read afterwards, in the
+    caller's thread, since both hold the GIL (on a busy machine two threads
+    taking turns at the GIL were slower than one). The thread is not a
+    daemon: the process never ends inside the session's constructor.
+    """
+
+    def __init__(self, onnx_path: Path, tokenizer_json: Path, threads: int = 1) -> None:
+        import onnxruntime  # noqa: F401  (imported here, not on the thread)
+
+        self._paths = (Path(onnx_path), Path(tokenizer_json), threads)
+        self._opened: tuple[Any, Path] | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._open, name="kb-encoder-open")
+        self._thread.start()
+
+    def _open(self) -> None:
+        try:
+            self._opened = open_session(self._paths[0], self._paths[2])
+        except BaseException as exc:  # handed to the caller of result(), which reports it as before
+            self._error = exc
+
+    def result(self) -> OnnxEncoder:
+        """The encoder, or the exception opening it raised."""
+        onnx_path, tokenizer_json, threads = self._paths
+        tokenizer, tokenizer_error = None, None
+        try:  # while the session builds
+            tokenizer = load_tokenizer(tokenizer_json)
+        except Exception as exc:
+            tokenizer_error = exc
+        self._thread.join()
+        if self._error is not None:  # the session's error first, as OnnxEncoder() raises it
+            raise self._error
+        if tokenizer_error is not None:
+            raise tokenizer_error
+        return OnnxEncoder(onnx_path, tokenizer_json, threads, opened=self._opened, tokenizer=tokenizer)

@@ -19,7 +19,7 @@ from kb.index import fingerprint as index_fingerprint
 from kb.index import model_export, store
 from kb.index.bm25_files import load_lexical
 from kb.index.documents import CaseDoc
-from kb.index.faiss_files import open_faiss
+from kb.index.faiss_files import NUMPY_EXACT_MAX, SAVED_NAME, exact_nearest, open_faiss
 
 if TYPE_CHECKING:
     from kb.index.lexical import LexicalIndex
@@ -47,6 +47,7 @@ class LoadedIndex:
     row_case: np.ndarray  # vector row -> index into docs
     status: IndexStatus
     _faiss: Any = None
+    _max_norm: float | None = None  # of the vectors' rows (nearest_cases)
     # the case files of each folder as listed when the index was found current (kb.index.opener); None when
     # not known (a rebuild, the previous generation): kb.cases.provenance then lists them itself
     case_files: dict[Path, list[Path]] | None = None
@@ -69,6 +70,24 @@ class LoadedIndex:
         if self._faiss is None:
             self._faiss = open_faiss(self.generation, self.vectors)
         return self._faiss
+
+    def needs_faiss(self) -> bool:
+        """Whether nearest_cases() goes to FAISS (a saved approximate index, or many vectors) rather than numpy."""
+        return len(self.vectors) > NUMPY_EXACT_MAX or (self.generation / SAVED_NAME).is_file()
+
+    def nearest_cases(self, q: np.ndarray, k: int) -> list[int]:
+        """The cases (indices into docs, ascending) of the k vectors with the largest inner product
+        with q (1-D): FAISS's answer, found without importing faiss where numpy is sure of it
+        (kb.index.faiss_files.exact_nearest)."""
+        if self._faiss is None and not self.needs_faiss():
+            if self._max_norm is None:
+                self._max_norm = float(np.sqrt(np.einsum("ij,ij->i", self.vectors, self.vectors).max())) if len(self.vectors) else 0.0
+            sure, unsure = exact_nearest(self.vectors, q, k, self._max_norm)
+            cases = set(self.row_case[sure].tolist())
+            if cases.issuperset(self.row_case[unsure].tolist()):  # whichever unsure rows FAISS keeps
+                return sorted(cases)
+        _, found = self.faiss_index().search(q[None, :], k)
+        return sorted(set(self.row_case[found[0][found[0] >= 0]].tolist()))
 
 
 # What every record of docs.json must hold (kb.index.documents.CaseDoc), with its type.

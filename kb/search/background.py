@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kb.cases.casefile import REGEX_PREFIX
+from kb.cases.names import REGEX_PREFIX
 from kb.core.paths import PACKAGE_ROOT
 from kb.index.documents import CaseDoc, readable_regex
 from kb.search.signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher

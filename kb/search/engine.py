@@ -21,9 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from kb.cases.casefile import FAMILY_TAGS
+from kb.cases.names import FAMILY_TAGS
 from kb.cases.provenance import Origin, OriginMap
 from kb.index.documents import CaseDoc
+from kb.index.encoder import EncoderLoad
 from kb.index.opener import LoadedIndex, open_index
 from kb.search.confidence import ConfidenceFeatures, Level, Model, ModelFileError, load_model
 from kb.search.evidence import Evidence
@@ -248,7 +249,7 @@ def case_cosines(
 class Engine:
     """Holds a loaded index and its scorers; thread-safe lazy loading of the dense model."""
 
-    def __init__(self, index: LoadedIndex, weights: Weights = DEFAULT_WEIGHTS) -> None:
+    def __init__(self, index: LoadedIndex, weights: Weights = DEFAULT_WEIGHTS, origins: OriginMap | None = None) -> None:
         self.index = index
         self.weights = weights
         self.docs: list[CaseDoc] = index.docs
@@ -265,16 +266,26 @@ class Engine:
         self.keep: np.ndarray | None = None  # growth experiment (kb.evaluation.rank_fit): cases not kept score nothing
         self._encoder: Any = None
         self._encoder_error: str = ""
+        self._encoder_load: EncoderLoad | None = None  # an encoder already being opened (from_index)
         self._lock = threading.Lock()
-        self.origins = OriginMap.current()  # replaced by open() with the folders the index was built from
+        # open() and from_index() pass the folders the index was built from
+        self.origins = origins if origins is not None else OriginMap.current()
 
     @classmethod
     def open(cls, extra_dirs: list[Path] | None = None, **kwargs: Any) -> Engine:
         weights = kwargs.pop("weights", DEFAULT_WEIGHTS)
         index = open_index(extra_dirs, **kwargs)
-        engine = cls(index, weights)
+        return cls.from_index(index, extra_dirs, kwargs.get("include_builtin", True), weights)
+
+    @classmethod
+    def from_index(cls, index: LoadedIndex, extra_dirs: list[Path] | None = None, include_builtin: bool = True,
+                   weights: Weights = DEFAULT_WEIGHTS, encoder: EncoderLoad | None = None) -> Engine:
+        """An engine over an index open_index() returned for these folders; `encoder`: the index's
+        encoder already being opened (kb search starts it before importing the engine), which
+        load_dense() then waits for."""
         # the folders open_index just listed: the results' origins need no second walk
-        engine.origins = OriginMap.current(extra_dirs, kwargs.get("include_builtin", True), index.case_files)
+        engine = cls(index, weights, OriginMap.current(extra_dirs, include_builtin, index.case_files))
+        engine._encoder_load = encoder
         return engine
 
     # ------------------------------------------------------------ dense model
@@ -296,10 +307,14 @@ class Engine:
         with self._lock:
             if self._encoder is None and not self._encoder_error:
                 try:
-                    from kb.index.encoder import OnnxEncoder
+                    if self._encoder_load is not None:
+                        self._encoder = self._encoder_load.result()
+                    else:
+                        from kb.index.encoder import OnnxEncoder
 
-                    self._encoder = OnnxEncoder(self.index.onnx_path(), self.index.tokenizer_path(), threads=1)
-                    self.index.faiss_index()
+                        self._encoder = OnnxEncoder(self.index.onnx_path(), self.index.tokenizer_path(), threads=1)
+                    if self.index.needs_faiss():
+                        self.index.faiss_index()
                 except Exception as exc:
                     self._encoder_error = f"dense model failed to load: {type(exc).__name__}: {exc}"
         return self._encoder is not None
@@ -309,13 +324,10 @@ class Engine:
     def _dense_scores(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Dense cosine per case (see `case_cosines`) and the row of its best vector."""
         n = len(self.docs)
-        q = self._encoder.encode_one(text)[None, :]
-        index = self.index.faiss_index()
+        q = self._encoder.encode_one(text)
         # The nearest vectors name the candidate cases; the others keep cosine -1 (dense part 0).
-        k = int(min(index.ntotal, DENSE_NEIGHBOURS))
-        _, rows = index.search(q, k)
-        candidates = sorted({int(self.index.row_case[r]) for r in rows[0] if r >= 0})
-        return case_cosines(q[0], self.index.vectors, self.index.row_case, candidates, n, self.weights.dense_second)
+        candidates = self.index.nearest_cases(q, int(min(len(self.index.vectors), DENSE_NEIGHBOURS)))
+        return case_cosines(q, self.index.vectors, self.index.row_case, candidates, n, self.weights.dense_second)
 
     def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> RawScores:
         """Run the scorers; raw numbers, not yet normalised or fused."""

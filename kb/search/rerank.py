@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from kb.cases.casefile import FAMILY_TAGS
+from kb.cases.names import FAMILY_TAGS
 from kb.index.documents import CaseDoc, identifiers
 from kb.search.versions import Range, VersionJudgement, entry_ranges
 

@@ -29,7 +29,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from kb.cases.casefile import REGEX_PREFIX
+from kb.cases.names import REGEX_PREFIX
 from kb.index.documents import CaseDoc
 from kb.text.regex_analysis import regex_risk, required_literal
 
