@@ -190,7 +190,8 @@ def validate_check_syntax(case: Case) -> list[Problem]:
 
 def validate_regex_cost(case: Case) -> list[Problem]:
     """Regex signatures that could backtrack catastrophically (nested repeats, slow on probes)."""
-    from kb.cases.casefile import REGEX_PREFIX, Problem
+    from kb.cases.casefile import Problem
+    from kb.cases.names import REGEX_PREFIX
     from kb.text.regex_analysis import regex_risk
 
     problems: list[Problem] = []

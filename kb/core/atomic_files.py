@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -34,12 +35,15 @@ def durable_temp_beside(path: Path, data: bytes, mode: int | None = None) -> str
         if mode is not None:
             os.chmod(tmp, mode)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
         raise
     return tmp
+
+
+def discard(tmp: str) -> None:
+    """Remove a temporary file left by a failed write (gone already is fine)."""
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)
 
 
 def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None:
@@ -49,10 +53,7 @@ def atomic_write_bytes(path: Path, data: bytes, mode: int | None = None) -> None
     try:
         os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
         raise
     fsync_dir(path.parent)
 

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from kb.cases.casefile import parse_case_text
-from kb.core.atomic_files import durable_temp_beside
+from kb.core.atomic_files import discard, durable_temp_beside
 from kb.core.paths import is_writable_dir
 from kb.incident.draft_case import Draft
 
@@ -108,10 +108,7 @@ def _write_new(path: Path, data: bytes) -> None:
         except OSError:  # a file system without hard links: exclusive create, removed again on failure
             _write_exclusive(path, data)
     finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        discard(tmp)
 
 
 def _write_exclusive(path: Path, data: bytes) -> None:

@@ -29,19 +29,19 @@ def open_session(onnx_path: Path, threads: int = 1, fast: bool = True) -> tuple[
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
-    path = Path(onnx_path)
+    export = Path(onnx_path)
+    path = export
     if fast:
         from kb.index.fast_model import fast_copy, make_fast_copy
 
-        path = fast_copy(path, ort.__version__) or make_fast_copy(path, ort) or path
+        path = fast_copy(export, ort.__version__) or make_fast_copy(export, ort) or export
     try:
         return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), path
     except Exception:
-        if path == Path(onnx_path):
+        if path == export:
             raise
-        # a damaged copy: the export itself still answers
-        path = Path(onnx_path)
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]), path
+    # a damaged copy: the export itself still answers
+    return ort.InferenceSession(str(export), options, providers=["CPUExecutionProvider"]), export
 
 
 def load_tokenizer(tokenizer_json: Path) -> Any:

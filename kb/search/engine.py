@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from kb.cases.names import FAMILY_TAGS
 from kb.cases.provenance import Origin, OriginMap
 from kb.index.documents import CaseDoc
 from kb.index.encoder import EncoderLoad
@@ -525,7 +524,7 @@ class Engine:
         (issue 24). Only the tag: an entry for one message with a few known causes (CUDA OOM) keeps its "high"."""
         capped = []
         for r in results:
-            if r.confidence == "high" and FAMILY_TAGS & {t.lower() for t in self.docs[self._position[r.id]].get("tags", [])}:
+            if r.confidence == "high" and is_family(self.docs[self._position[r.id]]):
                 r.confidence = "medium"
                 capped.append(r.id)
         return capped
