@@ -7,6 +7,7 @@ run the real engine with the real embedding model.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -617,3 +618,23 @@ def test_rows_labelled_no_case_from_a_thread_a_case_cites_are_flagged() -> None:
     assert stale_no_case_labels(queries, sources) == [
         {"id": "r1", "thread": "https://github.com/verl-project/verl/issues/3027", "cases": ["remax-case"]}
     ]
+
+
+@pytest.mark.slow
+def test_a_vague_description_gets_a_question_not_an_unlikely_guess(engine) -> None:
+    """Issue 24: a report with no error line whose best entry the model gives < ask_below is declined with
+    the question, the closest entries still listed; an error line keeps the answer (whatever its p)."""
+    vague = "GRPO run on 4 nodes behaves strangely"
+    ans = engine.search(vague)
+    assert ans.abstained and ans.results == [] and ans.question and ans.nearest, ans.notes
+    assert any("asks instead of guessing" in n for n in ans.notes)
+    assert ans.nearest[0].p_right is not None and ans.nearest[0].p_right < engine.weights.ask_below
+    with_line = engine.search(f"{vague}\nRuntimeError: GRPO run on 4 nodes behaves strangely")
+    assert with_line.signals.error_lines and not any("asks instead" in n for n in with_line.notes)
+    saved = engine.weights
+    try:
+        engine.weights = dataclasses.replace(saved, ask_below=0.0)
+        answered = engine.search(vague)
+    finally:
+        engine.weights = saved
+    assert not answered.abstained and answered.results[0].id == ans.nearest[0].id and answered.results[0].confidence == "low"

@@ -138,6 +138,11 @@ def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: i
     from kb.evaluation.rank_fit import RankRow, family_ids, family_row, fit_rank, format_rank
     from kb.search.rerank import RANK_PATH
 
+    # the fits read kb's answers before the ask rule (Weights.ask_below): the rule reads the fitted p, and a
+    # question instead of an answer would hide the very answers the confidence model learns from
+    import dataclasses
+
+    engine.weights = dataclasses.replace(engine.weights, ask_below=0.0)
     fams = family_ids(engine)
     rank_rows = [RankRow(q.id, q.source.split("#")[0].rstrip("/"), q.file, q.expected, family_row(q.expected, q.cause_known, fams))
                  for q in queries]

@@ -262,6 +262,7 @@ def fit(outcomes: list[Outcome], k: int = 5, sources: list[str] | None = None) -
         "no_case_declined_or_low_share": _share(nocase_declined + nocase_low, len(nocase_all)),
         "no_case_high": int((is_high & nocase).sum()),
         "ece": ece,
+        **_asked_held_out(rows, held),
     }
     w, b = fit_logistic(X, y)
     meta = {
@@ -278,6 +279,18 @@ def fit(outcomes: list[Outcome], k: int = 5, sources: list[str] | None = None) -
     return Model(w, float(b), high, low, meta), held_out
 
 
+def _asked_held_out(rows: list[Outcome], held: np.ndarray) -> dict[str, Any]:
+    """The ask rule (kb.search.engine.Weights.ask_below) on held-out p: answers to descriptions (no error line)
+    it would turn into a question, and how many of those were right (answers lost)."""
+    from kb.search.engine import DEFAULT_WEIGHTS
+
+    ask = np.array([o.features is not None and not o.features.error_line for o in rows]) & (held < DEFAULT_WEIGHTS.ask_below)
+    right = np.array([o.right for o in rows], dtype=bool)
+    covered = np.array([o.covered for o in rows], dtype=bool)
+    return {"ask_below": DEFAULT_WEIGHTS.ask_below, "asked": int(ask.sum()), "asked_right": int((ask & right).sum()),
+            "asked_no_case": int((ask & ~covered).sum())}
+
+
 def format_fit(model: Model) -> list[str]:
     h = model.meta["held_out"]
     lines = [f"confidence model: {len(FEATURES)} features, thresholds high >= {model.high:.3f}, low < {model.low:.3f}"]
@@ -289,6 +302,9 @@ def format_fit(model: Model) -> list[str]:
                  f"medium: {h['medium_right']}/{h['medium_answers']}; low: {h['low_right']}/{h['low_answers']}")
     lines.append(f"  no-case queries declined or low: {h['no_case_declined_or_low']}/{h['no_case_queries']} "
                  f"({h['no_case_declined_or_low_share']:.0%}), high {h['no_case_high']}; ECE {h['ece']:.3f}")
+    if "asked" in h:
+        lines.append(f"  asked instead of answered (no error line, p < {h['ask_below']:g}): {h['asked']}, "
+                     f"of which {h['asked_right']} were right and {h['asked_no_case']} had no entry")
     return lines
 
 

@@ -76,6 +76,10 @@ class Weights:
     high_from: float = 0.70
     medium_from: float = 0.45
     runner_up_gap: float = 0.10  # a runner-up this far below the top answer is "low" at best
+    # A description with no error line whose best entry the confidence model gives less than this
+    # chance of being right gets a question instead of a guess (issue 24: a report whose cause nothing
+    # establishes is served by a question that narrows it). Measured in docs/search.md; 0 turns it off.
+    ask_below: float = 0.12
 
     def level(self, score: float) -> Level:
         """The score band of a fused score: "high", "medium" or "low"."""
@@ -437,6 +441,8 @@ class Engine:
         family = self._cap_declared_family(results)
         if abstain and stack.foreign:
             abstained = True
+        asked = abstain and not abstained and self._ask_instead(results, signals)
+        abstained = abstained or asked
         nearest = results[:3] if abstained else []
         question = "" if not abstained or stack.foreign or signals.error_lines else DECLINE_QUESTION
         # --- end calibration
@@ -449,6 +455,9 @@ class Engine:
             notes.append(f"{', '.join(unedited)}: an unedited draft (its Causes and Fix still say TODO), so at most medium")
         if family:
             notes.append(f"{', '.join(family)}: an entry for a symptom with several possible causes; its checks tell them apart, so at most medium")
+        if asked:
+            notes.append(f"no error line, and the closest entry is unlikely to be right ({results[0].p_right:.0%} < "
+                         f"{w.ask_below:.0%}): kb asks instead of guessing; the closest entries are listed, not matches")
         if metrics_only:
             notes.append("these lines are training metrics with no error line and no NaN or inf value: "
                          "the answers share words with them, nothing points at a failure")
@@ -528,6 +537,15 @@ class Engine:
                 r.confidence = "medium"
                 capped.append(r.id)
         return capped
+
+    def _ask_instead(self, results: list[Result], signals: Signals) -> bool:
+        """Decline with a question: the paste is a description (no error line) and the fitted model gives the
+        best entry less than `ask_below` chance. Such answers were right about 1 time in 7 on the report
+        sample; most were reports whose cause nothing establishes, which a question serves better."""
+        if not results or signals.error_lines:
+            return False
+        p = results[0].p_right
+        return p is not None and p < self.weights.ask_below
 
     def _cap_unedited(self, results: list[Result]) -> list[str]:
         """A draft whose Causes and Fix still say TODO knows an error line, not an answer: never "high"."""
