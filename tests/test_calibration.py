@@ -525,7 +525,12 @@ def test_dev_floors_and_calibration(engine) -> None:
     # newer entries on the same words; docs/search.md says what was tried. The
     # recall floor the suite holds is tests/test_eval.py's (R@3 >= 0.95).
     assert fused["recall@1"] >= 0.92, report["failures"]
-    assert report["abstention"]["abstained_wrongly"] == 0
+    # Issue 24's ask rule declines a description with no error line when the best entry is unlikely; on dev it
+    # asks once, for q109 ("vllm +zero2 hangs"), whose entry was not in kb's top 3 before the rule either. A question
+    # must never hide an answer kb had: the right entry is never among the nearest it lists instead.
+    abst = report["abstention"]
+    assert abst["abstained_hiding_right"] == 0, report["failures"]
+    assert abst["abstained_wrongly"] <= 1, report["failures"]
     cal = report["calibration"]
     assert cal["levels"]["high"]["precision"] >= 0.95 and cal["levels"]["high"]["wrong"] <= 2
     assert cal["no_case"]["declined_or_low_share"] >= 0.85

@@ -135,12 +135,12 @@ def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: i
                          + ", ".join(f"{s['id']} -> {'/'.join(s['cases'])}" for s in stale[:10]) + (" ..." if len(stale) > 10 else "") + "\n")
 
     # ranking first (kb/search/rank.json), then confidence on the answers each held-out ranking fold gave
-    from kb.evaluation.rank_fit import RankRow, family_ids, family_row, fit_rank, format_rank
-    from kb.search.rerank import RANK_PATH
-
     # the fits read kb's answers before the ask rule (Weights.ask_below): the rule reads the fitted p, and a
     # question instead of an answer would hide the very answers the confidence model learns from
     import dataclasses
+
+    from kb.evaluation.rank_fit import RankRow, family_ids, family_row, fit_rank, format_rank
+    from kb.search.rerank import RANK_PATH
 
     engine.weights = dataclasses.replace(engine.weights, ask_below=0.0)
     fams = family_ids(engine)

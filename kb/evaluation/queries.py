@@ -177,7 +177,9 @@ def evaluate(engine: Engine, queries: list[EvalQuery], families: set[str] | None
         fused_ranks.append(rank)
         if rank != 1:
             failures.append({"id": q.id, "expected": q.expected, "got": ids[:3], "abstained": ans.abstained,
-                             "top_score": round(ans.results[0].score, 3) if ans.results else None})
+                             "top_score": round(ans.results[0].score, 3) if ans.results else None,
+                             # a question in place of an answer hides a right one only if the listed nearest hold it
+                             "nearest_right": any(r.id in q.expected for r in ans.nearest)})
     report["scorers"]["fused"] = _metrics(fused_ranks)
     abstained_out = 0
     for q, ans in zip(queries, answers):
@@ -194,6 +196,7 @@ def evaluate(engine: Engine, queries: list[EvalQuery], families: set[str] | None
         "should_abstain": len(out_scope),
         "abstained_correctly": abstained_out,
         "abstained_wrongly": abstained_in,
+        "abstained_hiding_right": sum(1 for f in failures if f["expected"] and f["abstained"] and f["nearest_right"]),
         "precision": abstained_out / total_abstained if total_abstained else 1.0,
         "recall": abstained_out / len(out_scope) if out_scope else 1.0,
     }
@@ -238,7 +241,8 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"{name:<10} {m['recall@1']:>6.3f} {m['recall@3']:>6.3f} {m['recall@5']:>6.3f} {m['mrr']:>6.3f}")
     a = report["abstention"]
     lines.append(f"abstention: {a['abstained_correctly']}/{a['should_abstain']} out-of-scope abstained "
-                 f"(recall {a['recall']:.2f}), precision {a['precision']:.2f} ({a['abstained_wrongly']} in-scope wrongly abstained)")
+                 f"(recall {a['recall']:.2f}), precision {a['precision']:.2f} ({a['abstained_wrongly']} in-scope wrongly abstained, "
+                 f"{a.get('abstained_hiding_right', 0)} with the right entry among the nearest listed)")
     if not report["dense"]:
         lines.append("note: dense scorer unavailable; fused = signature + lexical")
     if "calibration" in report:
