@@ -176,3 +176,49 @@ def test_vllm_log_prefix_is_cleaned_and_marks_an_error() -> None:
     )
     assert [l.text for l in sig.error_lines] == ["Invocation of collective_rpc method failed"]
     assert sig.lines[1].text.startswith("Initializing an LLM engine") and not sig.lines[1].kinds
+
+
+def test_a_traceback_cut_before_its_exception_reads_its_last_frame() -> None:
+    # repA-043's shape: the issue form cut the paste after the last frame's source line
+    paste = (
+        "An error occured trying to import verl.\n"
+        "Traceback (most recent call last):\n"
+        '  File "/root/code/diagonose.py", line 97, in check_verl\n'
+        "    import verl\n"
+        '  File "/usr/lib/python3.10/site-packages/verl/protocol.py", line 27, in <module>\n'
+        "    import tensordict\n"
+    )
+    s = extract(paste)
+    assert [line.text.strip() for line in s.error_lines] == [
+        'File "/usr/lib/python3.10/site-packages/verl/protocol.py", line 27, in <module>',
+        "import tensordict",
+    ]
+    assert all("cut-traceback" in line.kinds for line in s.error_lines)
+    # frames copied without the header count when there are two or more
+    headless = "\n".join(paste.splitlines()[2:])
+    assert [line.text.strip() for line in extract(headless).error_lines][-1] == "import tensordict"
+
+
+def test_a_description_that_names_one_file_is_still_a_description() -> None:
+    one_frame = 'The run stops here:\n  File "/rl/verl/verl/trainer/main_ppo.py", line 40, in main\nand nothing else is printed.'
+    assert extract(one_frame).error_lines == []
+    # a traceback that ends in its exception keeps the exception, not the cut-traceback reading
+    full = 'Traceback (most recent call last):\n  File "a.py", line 1, in <module>\n    f()\nValueError: bad value\n'
+    assert [line.text for line in extract(full).error_lines][-1] == "ValueError: bad value"
+    assert not any("cut-traceback" in line.kinds for line in extract(full).error_lines)
+
+
+@pytest.mark.slow
+def test_a_cut_traceback_is_answered_and_says_what_is_missing(engine) -> None:
+    from kb.logs.logsearch import search_text
+
+    paste = (
+        "Traceback (most recent call last):\n"
+        '  File "/root/code/diagonose.py", line 97, in check_verl\n'
+        "    import verl\n"
+        '  File "/usr/lib/python3.10/site-packages/verl/protocol.py", line 27, in <module>\n'
+        "    import tensordict\n"
+    )
+    ans = search_text(engine, paste, k=5)
+    assert not ans.question  # an error was pasted: no "which stage?" question
+    assert any("stops before its exception line" in n for n in ans.notes), ans.notes

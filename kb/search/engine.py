@@ -458,6 +458,9 @@ class Engine:
         if asked:
             notes.append(f"no error line, and the closest entry is unlikely to be right ({results[0].p_right:.0%} < "
                          f"{w.ask_below:.0%}): kb asks instead of guessing; the closest entries are listed, not matches")
+        if signals.error_lines and all("cut-traceback" in l.kinds for l in signals.error_lines):
+            notes.append("the traceback stops before its exception line: kb read its last frame; "
+                         "the lines after it (the error itself) would make the answer firmer")
         if metrics_only:
             notes.append("these lines are training metrics with no error line and no NaN or inf value: "
                          "the answers share words with them, nothing points at a failure")

@@ -318,6 +318,25 @@ def _select_error_lines(lines: list[SignalLine]) -> list[SignalLine]:
             if (nxt and "exception" in nxt.kinds) or (nxt and nxt2 and "exception" in nxt2.kinds and "context" in nxt.kinds):
                 picked.append(line)
     if not any(l.kinds & strong for l in picked):
-        # No real error line: this is a description (or a log without one); read all of it.
-        return []
+        # No real error line: a traceback cut before its exception still names where it failed;
+        # otherwise this is a description (or a log without one) and all of it is read.
+        return _cut_traceback_tail(lines)
     return picked[-MAX_ERROR_LINES:] if len(picked) > MAX_ERROR_LINES else picked
+
+
+def _cut_traceback_tail(lines: list[SignalLine]) -> list[SignalLine]:
+    """A pasted traceback that stops before its exception line (copied short, or cut by the
+    issue form): its last frame and the source line under it are where it failed, the most
+    specific lines the paste has. Only when the paste shows a traceback header and a frame after
+    it, or two frames or more; marked `cut-traceback` so views can say the exception line is missing."""
+    start = next((i for i, l in enumerate(lines) if "traceback" in l.kinds), -1)
+    frames = [i for i in range(start + 1, len(lines)) if "frame" in lines[i].kinds]
+    if not frames or (start < 0 and len(frames) < 2):  # a header, or a run of frames copied without it
+        return []
+    last = frames[-1]
+    tail = [lines[last]]
+    if last + 1 < len(lines) and "context" in lines[last + 1].kinds:
+        tail.append(lines[last + 1])
+    for line in tail:
+        line.kinds.add("cut-traceback")
+    return tail
