@@ -30,6 +30,18 @@ REPORT_PAGE = re.compile(
 )
 
 
+def _parts(source: str) -> list[str]:
+    """`source` split at the "; " that join several sources (not those inside a note's parentheses)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(source):
+        depth += (ch == "(") - (ch == ")")
+        if depth == 0 and source.startswith("; ", i):
+            parts.append(source[start:i])
+            start = i + 2
+    parts.append(source[start:])
+    return parts
+
+
 def provenance_problems(case: Case) -> list[str]:
     """What is wrong with the provenance of a case's signatures; empty when every one is sourced."""
     problems: list[str] = []
@@ -38,12 +50,18 @@ def provenance_problems(case: Case) -> list[str]:
         if source is None:
             problems.append(f"{case.path}: signature {sig!r} has no source")
             continue
-        report = REPORT_FORM.match(source)
-        if report:
-            if not REPORT_PAGE.match(report.group(1)):
-                problems.append(f"{case.path}: signature {sig!r}: report URL is not an issue/discussion/PR page: {source!r}")
-        elif not SOURCE_FORM.match(source):
-            problems.append(f"{case.path}: signature {sig!r}: source is neither '<project> <path> @ <tag>' nor 'report <URL>': {source!r}")
+        if SOURCE_FORM.match(source):
+            continue
+        # several places joined by "; ": each a source line or a report (a report that quotes the text
+        # and the line that emits it, for example)
+        for part in _parts(source):
+            report = REPORT_FORM.match(part)
+            if report:
+                if not REPORT_PAGE.match(report.group(1)):
+                    problems.append(f"{case.path}: signature {sig!r}: report URL is not an issue/discussion/PR page: {source!r}")
+            elif not SOURCE_FORM.match(part):
+                problems.append(f"{case.path}: signature {sig!r}: source is neither '<project> <path> @ <tag>' nor 'report <URL>': {source!r}")
+                break
     return problems
 
 
@@ -86,13 +104,15 @@ def test_source_forms_accepted_and_rejected() -> None:
         '  - text: "unhandled system error"\n    source: "pytorch torch/csrc/distributed/c10d/NCCLUtils.hpp @ v2.6.0"\n'
         '  - regex: "NCCL error in: \\\\S+"\n    source: "report https://github.com/verl-project/verl/issues/108"\n'
         '  - text: "another message"\n    source: "report https://github.com/vllm-project/vllm/pull/19105#issuecomment-1"\n'
+        '  - text: "a fourth"\n    source: "report https://github.com/a/b/issues/3 (traceback; quoted); verl verl/x.py @ v0.5.0 (line 9)"\n'
     )
     assert provenance_problems(good) == []
     bad = _case(
         '  - text: "unhandled system error"\n    source: "torch NCCLUtils.hpp"\n'
         '  - text: "another message"\n    source: "report https://stackoverflow.com/questions/1"\n'
         '  - text: "third message"\n    source: "report https://github.com/verl-project/verl/blob/main/setup.py"\n'
+        '  - text: "fourth"\n    source: "report https://github.com/a/b/issues/3 (x); verl line 9, read somewhere"\n'
     )
     found = provenance_problems(bad)
-    assert len(found) == 3
+    assert len(found) == 4
     assert "neither" in found[0] and "not an issue" in found[1] and "not an issue" in found[2]
