@@ -7,39 +7,16 @@ A message with neither is one written from memory, which the corpus must not con
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
 from kb.cases.casefile import Case, parse_case_file, parse_case_text
 from kb.cases.caseset import case_files
+from kb.cases.sources import source_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = ROOT / "cases"
-
-# `<project> <path> @ <tag>`, optionally with a short note in parentheses (the
-# function or the wording); several emitting places are separated by "; ".
-_ONE_SOURCE = r"\S+ \S+ @ [^\s,;()]+(?:(?:,| and|, and) [^\s,;()]+)*(?: \([^()]*\))?"
-SOURCE_FORM = re.compile(rf"^{_ONE_SOURCE}(?:; {_ONE_SOURCE})*$")
-REPORT_FORM = re.compile(r"^report (https?://\S+)(?: \([^()]*\))?$")
-# an issue, discussion or pull-request page (GitHub; GitLab's issues and merge requests)
-REPORT_PAGE = re.compile(
-    r"^https://github\.com/[\w.-]+/[\w.-]+/(issues|pull|discussions)/\d+([/#?]\S*)?$"
-    r"|^https://gitlab\.com/\S+/-/(issues|merge_requests)/\d+([/#?]\S*)?$"
-)
-
-
-def _parts(source: str) -> list[str]:
-    """`source` split at the "; " that join several sources (not those inside a note's parentheses)."""
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(source):
-        depth += (ch == "(") - (ch == ")")
-        if depth == 0 and source.startswith("; ", i):
-            parts.append(source[start:i])
-            start = i + 2
-    parts.append(source[start:])
-    return parts
 
 
 def provenance_problems(case: Case) -> list[str]:
@@ -50,18 +27,9 @@ def provenance_problems(case: Case) -> list[str]:
         if source is None:
             problems.append(f"{case.path}: signature {sig!r} has no source")
             continue
-        if SOURCE_FORM.match(source):
-            continue
-        # several places joined by "; ": each a source line or a report (a report that quotes the text
-        # and the line that emits it, for example)
-        for part in _parts(source):
-            report = REPORT_FORM.match(part)
-            if report:
-                if not REPORT_PAGE.match(report.group(1)):
-                    problems.append(f"{case.path}: signature {sig!r}: report URL is not an issue/discussion/PR page: {source!r}")
-            elif not SOURCE_FORM.match(part):
-                problems.append(f"{case.path}: signature {sig!r}: source is neither '<project> <path> @ <tag>' nor 'report <URL>': {source!r}")
-                break
+        problem = source_problem(source)
+        if problem is not None:
+            problems.append(f"{case.path}: signature {sig!r}: {problem}")
     return problems
 
 
@@ -116,3 +84,20 @@ def test_source_forms_accepted_and_rejected() -> None:
     found = provenance_problems(bad)
     assert len(found) == 4
     assert "neither" in found[0] and "not an issue" in found[1] and "not an issue" in found[2]
+
+
+def test_kb_check_warns_about_a_source_out_of_form(tmp_path: Path) -> None:
+    from kb.cases.caseset import load_cases, validate
+
+    folder = tmp_path / "team"
+    folder.mkdir()
+    (folder / "x-case.md").write_text(
+        "---\nid: x-case\ntitle: t\ncategory: config\nkind: light\n"
+        "signatures:\n  - text: \"a message only this case has\"\n"
+        "    source: \"verl verl/x.py @ v0.5.0 (line 9), the line a traceback prints\"\n"
+        "symptoms: [s]\nsources: [https://example.org]\n---\n"
+        "# t\n\n## Symptoms\ns\n\n## Causes\nc\n\n## Fix\nf\n\n## Verify\nv\n",
+        encoding="utf-8",
+    )
+    found = [p for p in validate(load_cases([folder], include_builtin=False)) if "source is neither" in p.message]
+    assert len(found) == 1 and found[0].severity == "warning" and found[0].line == 8, [str(p) for p in found]

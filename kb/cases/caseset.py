@@ -225,6 +225,29 @@ def validate(caseset: CaseSet) -> list[Problem]:
             problems.append(Problem(case.path, 1, "no check under '## Verify' (add a fenced block with {name=...})", "warning"))
         problems.extend(validate_check_syntax(case))
         problems.extend(validate_draft_quality(case))
+        problems.extend(validate_sources(case))
+    return problems
+
+
+def validate_sources(case: Case) -> list[Problem]:
+    """A signature source that is not in the one checkable form (kb.cases.sources): a warning, with its line."""
+    from kb.cases.casefile import Problem
+    from kb.cases.sources import source_problem
+
+    problems: list[Problem] = []
+    file_lines: list[str] | None = None
+    for sig in case.signatures:
+        source = case.signature_sources.get(sig)
+        problem = source_problem(source) if source is not None else None
+        if source is None or problem is None:
+            continue
+        if file_lines is None:
+            try:
+                file_lines = case.path.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                file_lines = []
+        line = next((i + 1 for i, l in enumerate(file_lines) if "source:" in l and source[:40] in l), 1)
+        problems.append(Problem(case.path, line, f"signature {sig[:60]!r}: {problem}", "warning"))
     return problems
 
 
