@@ -37,6 +37,16 @@ def test_entry_ranges_read_closed_and_open_ends() -> None:
     assert entry_ranges("whatever the maintainers said") == {}
 
 
+def test_a_fix_of_one_cause_does_not_close_the_range_the_entry_states() -> None:
+    # prompt-exceeds-max-length: the entry holds through v0.9.0; one of its causes was fixed in v0.5.0
+    text = "verl v0.4.1-v0.9.0, vLLM 0.7-0.24 (cause 4: multimodal filtering v0.3.0.rc0-v0.4.1, fixed in v0.5.0)"
+    r = entry_ranges(text)["verl"]
+    assert r.low == (0, 4, 1) and r.high is None and not r.fixed_in
+    assert r.contains((0, 6, 0))
+    # a fix past the stated end still closes it
+    assert entry_ranges("verl v0.4.1-v0.7.1; fixed in verl v0.8.0")["verl"].high == (0, 8, 0)
+
+
 def test_a_paste_past_the_fix_is_excluded_and_says_why() -> None:
     j = judge({"verl": (0, 9, 0)}, entry_ranges("verl v0.4.0-v0.6.0; fixed in verl v0.6.1"))
     assert j.verdict == "excluded" and j.fixed

@@ -132,6 +132,7 @@ def entry_ranges(text: str) -> dict[str, Range]:
         return out
     first: str | None = None
     seen: set[str] = set()
+    stated_high: dict[str, Version] = {}  # the upper end a "A-B" range states, before it is opened
     for m in _MENTION_RE.finditer(text):
         name = PACKAGES[m.group(1).lower()]
         first = first or name
@@ -146,6 +147,7 @@ def entry_ranges(text: str) -> dict[str, Range]:
             a = _v(r.group(1))
             if form == "between":
                 b = _v(r.group(2))
+                stated_high[name] = b
                 # the upper end of a range is the last release read with the fact; past it only verl's
                 # tags are known to have been read (other packages' newest read release is not recorded)
                 closed = name == "verl" and b < VERL_NEWEST_READ[: len(b)]
@@ -165,6 +167,8 @@ def entry_ranges(text: str) -> dict[str, Range]:
         low = old.low if old is not None else None
         if low is not None and fix <= low:
             continue  # "fixed in" an earlier line than the range start: about another package's code
+        if name in stated_high and fix <= stated_high[name]:
+            continue  # the range says the fact held through a later release: this fix is about one cause of it
         out[name] = Range(name, low, fix, False, fixed_in=True)
     return out
 
