@@ -55,3 +55,14 @@ def test_a_paste_past_the_fix_is_excluded_and_says_why() -> None:
     assert judge({"vllm": (0, 8, 5)}, entry_ranges("verl v0.4.0-v0.6.0")).verdict == "unknown"
     older = judge({"verl": (0, 3, 0)}, entry_ranges("verl v0.6.0-v0.9.0"))
     assert older.text == "needs verl >= 0.6.0; this paste is from verl 0.3.0" and not older.fixed
+
+
+def test_one_verl_tag_is_a_lower_bound_and_a_fix_closes_it() -> None:
+    r = entry_ranges("verl v0.7.0 (Megatron backend, router replay R2), fixed in verl v0.7.1")["verl"]
+    assert (r.low, r.high, r.fixed_in) == ((0, 7, 0), (0, 7, 1), True)
+    assert not r.contains((0, 6, 1)) and r.contains((0, 7, 0)) and not r.contains((0, 7, 1))
+    # without a fix the end stays open (prose often adds later tags); another package's lone version is no range
+    assert entry_ranges("verl v0.7.1 (hardcoded card 1); v0.8.0-v0.9.0 still fail")["verl"].contains((0, 8, 0))
+    assert "vllm" not in entry_ranges("verl v0.7.0 with vLLM 0.8.5")
+    assert "verl" not in entry_ranges("verl v0.7.0 -> v0.7.1, v0.8.0: keys removed")
+

@@ -112,6 +112,9 @@ _RANGE_FORMS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(rf"^\s*{_VER}\s*(?:or|and)\s*(?:newer|later|above)"), "ge"),
     (re.compile(rf"^\s*{_VER}\s*(?:or|and)\s*(?:older|earlier|below)"), "le"),
     (re.compile(rf"^\s*{_VER}\+"), "ge"),
+    # "verl v0.7.0 (the new engine only)": where the fact was first read; for verl only (another
+    # package's lone version is usually the reporter's install, not a range); not "v0.7.0 -> v0.8.0"
+    (re.compile(rf"^\s*{_VER}(?![\w.+-])(?!\s*(?:->|→))"), "single"),
 ]
 _MENTION_RE = re.compile(rf"(?<![\w-])({_NAME})(?![\w-])", re.IGNORECASE)
 _FIXED_RE = re.compile(rf"(?:fixed|gone|removed)\s+(?:in|from|since)\s+(?:({_NAME})\s+)?{_VER}", re.IGNORECASE)
@@ -152,6 +155,12 @@ def entry_ranges(text: str) -> dict[str, Range]:
                 # tags are known to have been read (other packages' newest read release is not recorded)
                 closed = name == "verl" and b < VERL_NEWEST_READ[: len(b)]
                 out[name] = Range(name, a, b if closed else None, True)
+            elif form == "single":
+                if name != "verl":
+                    continue
+                # a lower bound only: entries that name one tag often add later ones in prose ("v0.8.0
+                # still fails when ..."), so the end stays open unless a "fixed in" closes it
+                out[name] = Range(name, a, None, True)
             elif form in ("le", "lt"):
                 out[name] = Range(name, None, a, form == "le", fixed_in=form == "lt")
             else:
