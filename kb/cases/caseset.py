@@ -195,7 +195,7 @@ def validate_regex_cost(case: Case) -> list[Problem]:
     from kb.text.regex_analysis import regex_risk
 
     problems: list[Problem] = []
-    file_lines: list[str] | None = None
+    lines = _FileLines(case.path)
     for sig in case.signatures:
         if not sig.startswith(REGEX_PREFIX):
             continue
@@ -203,15 +203,31 @@ def validate_regex_cost(case: Case) -> list[Problem]:
         risk = regex_risk(pattern)
         if not risk:
             continue
-        if file_lines is None:
-            try:
-                file_lines = case.path.read_text(encoding="utf-8").splitlines()
-            except OSError:
-                file_lines = []
-        snippet = pattern[:40]
-        line = next((i + 1 for i, l in enumerate(file_lines) if snippet in l.replace("\\\\", "\\")), 1)
+        line = lines.first(pattern[:40], unescape=True)
         problems.append(Problem(case.path, line, f"signature regex {pattern!r} {risk}"))
     return problems
+
+
+class _FileLines:
+    """A case file's lines, read once and only when a problem needs its line number."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lines: list[str] | None = None
+
+    def first(self, *needles: str, unescape: bool = False) -> int:
+        """The 1-based number of the first line holding every needle, else 1; `unescape`: read the
+        line's doubled backslashes (a YAML double-quoted regex) as single ones."""
+        if self._lines is None:
+            try:
+                self._lines = self.path.read_text(encoding="utf-8").splitlines()
+            except OSError:
+                self._lines = []
+        for i, line in enumerate(self._lines):
+            text = line.replace("\\\\", "\\") if unescape else line
+            if all(n in text for n in needles):
+                return i + 1
+        return 1
 
 
 def validate(caseset: CaseSet) -> list[Problem]:
@@ -235,18 +251,13 @@ def validate_sources(case: Case) -> list[Problem]:
     from kb.cases.sources import source_problem
 
     problems: list[Problem] = []
-    file_lines: list[str] | None = None
+    lines = _FileLines(case.path)
     for sig in case.signatures:
         source = case.signature_sources.get(sig)
         problem = source_problem(source) if source is not None else None
         if source is None or problem is None:
             continue
-        if file_lines is None:
-            try:
-                file_lines = case.path.read_text(encoding="utf-8").splitlines()
-            except OSError:
-                file_lines = []
-        line = next((i + 1 for i, l in enumerate(file_lines) if "source:" in l and source[:40] in l), 1)
+        line = lines.first("source:", source[:40])
         problems.append(Problem(case.path, line, f"signature {sig[:60]!r}: {problem}", "warning"))
     return problems
 
