@@ -465,11 +465,12 @@ def test_harmless_vllm_version_warning_is_no_signature_hit(engine) -> None:
 def test_agreeing_follow_up_keeps_confidence(engine) -> None:
     first = engine.search(NCCL)
     top = first.results[0]
-    assert top.id == "nccl-unhandled-system-error" and top.confidence == "high"
+    # a family entry (several causes): the match is certain, the level is capped at medium (issue 24)
+    assert top.id == "nccl-unhandled-system-error" and top.confidence == "medium" and top.capped_family
     for follow in ("also seen on 2 nodes with RoCE", "it only happens with more than one node"):
         ans = engine.search(follow, context=NCCL)
         assert ans.results[0].id == top.id
-        assert ans.results[0].confidence == "high"
+        assert ans.results[0].confidence == top.confidence
         assert ans.results[0].p_right >= top.p_right - 0.02, follow
 
 
@@ -490,7 +491,9 @@ def test_decline_shows_nearest_asks_one_question_and_offers_kb_new(shared_index_
 def test_eval_json_has_calibration_fields(shared_index_dir: Path, tmp_path: Path) -> None:
     q = tmp_path / "q.jsonl"
     rows = [
-        {"id": "a", "query": NCCL, "expected": ["nccl-unhandled-system-error"], "source": "t1"},
+        # a one-cause entry (a family entry is never "high": its message is matched, its cause is for its checks)
+        {"id": "a", "query": "ImportError: cannot import name '_timer' from 'verl.trainer.ppo.ray_trainer'",
+         "expected": ["verl-ray-trainer-timer-removed"], "source": "t1"},
         {"id": "b", "query": NODE, "expected": [], "in_scope": False, "source": "t2"},
         {"id": "c", "query": "the reward model server returns garbage", "expected": [], "in_scope": True, "source": "t3"},
     ]
@@ -532,7 +535,11 @@ def test_dev_floors_and_calibration(engine) -> None:
     assert abst["abstained_hiding_right"] == 0, report["failures"]
     assert abst["abstained_wrongly"] <= 1, report["failures"]
     cal = report["calibration"]
-    assert cal["levels"]["high"]["precision"] >= 0.95 and cal["levels"]["high"]["wrong"] <= 2
+    # dev's entries are curated families (several causes each), so their answers stop at "medium" (issue 24);
+    # whatever is "high" must still be right
+    high = cal["levels"]["high"]
+    assert high["wrong"] <= 2 and (high["answers"] == 0 or high["precision"] >= 0.95)
+    assert cal["levels"]["medium"]["precision"] >= 0.9
     assert cal["no_case"]["declined_or_low_share"] >= 0.85
 
 
@@ -574,10 +581,10 @@ async def test_app_agreeing_follow_up_keeps_confidence_and_decline_says_the_stac
     async with app.run_test(size=(120, 50)) as pilot:
         first = await _send(pilot, NCCL)
         top = first.answer.results[0]
-        assert top.id == "nccl-unhandled-system-error" and top.confidence == "high"
+        assert top.id == "nccl-unhandled-system-error" and top.confidence == "medium" and top.capped_family
         follow = await _send(pilot, "also seen on 2 nodes with RoCE")
         assert follow.context and follow.answer.results[0].id == top.id
-        assert follow.answer.results[0].confidence == "high"
+        assert follow.answer.results[0].confidence == top.confidence
         assert follow.answer.results[0].p_right >= top.p_right - 0.02
         await pilot.press("ctrl+n")  # a conversation with answers: kb offers the export first
         for _ in range(100):

@@ -26,7 +26,7 @@ class _Engine:
         self.title, self.case_id = title, case_id
 
     def search(self, text: str, k: int = 5, abstain: bool = True) -> SimpleNamespace:
-        r = SimpleNamespace(id=self.case_id, score=0.7, confidence="medium", title=self.title, category="config", path="/team/config/x.md", capped_draft=False)
+        r = SimpleNamespace(id=self.case_id, score=0.7, confidence="medium", title=self.title, category="config", path="/team/config/x.md", capped_draft=False, capped_family=False)
         return SimpleNamespace(results=[r])
 
 

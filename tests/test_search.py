@@ -33,7 +33,8 @@ def test_nccl_paste_finds_the_case_first_with_reasons(engine) -> None:
     assert not answer.abstained
     top = answer.results[0]
     assert top.id == "nccl-unhandled-system-error"
-    assert top.confidence == "high"
+    # several causes (IB, shared memory, sockets...): the message is matched, the cause is for its checks
+    assert top.confidence == "medium" and top.capped_family and top.to_json()["cause_open"] is True
     assert any("signature" in w and "unhandled system error" in w for w in top.why)
     assert any(w.startswith("shared terms:") for w in top.why)
     assert any(w.startswith("dense similarity") for w in top.why)
@@ -168,3 +169,16 @@ def test_a_declared_family_entry_is_never_high(engine) -> None:
     assert top.id == "cuda-error-cause-hidden"
     assert top.confidence == "medium"
     assert any("tell them apart" in n for n in answer.notes), answer.notes
+
+
+def test_a_structural_family_is_never_high_and_a_one_cause_entry_still_is(engine) -> None:
+    """A plain CUDA OOM is certainly a CUDA OOM, but `cuda-oom-training` lists several causes and checks that tell
+    them apart: the answer is "medium" and says the cause is not established (issue 24: a report whose cause
+    nothing establishes never gets "high"). An entry of one cause still gets "high" on its own message."""
+    oom = engine.search("torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB")
+    top = oom.results[0]
+    assert top.id == "cuda-oom-training" and top.confidence == "medium" and top.capped_family
+    assert top.p_right is not None and top.p_right > 0.9  # the match itself is as sure as before
+    one = engine.search("ImportError: cannot import name '_timer' from 'verl.trainer.ppo.ray_trainer'")
+    assert one.results[0].id == "verl-ray-trainer-timer-removed"
+    assert one.results[0].confidence == "high" and not one.results[0].capped_family

@@ -105,7 +105,7 @@ def draft_from_text(
         answer = engine.search(text, k=k, abstain=False)
         for r in answer.results:
             # an unedited draft matched for sure is the case that covers this log, though never "high" to a reader
-            similar.append(Similar(r.id, float(r.score), "high" if r.capped_draft else r.confidence, r.title, r.category, str(r.path)))
+            similar.append(Similar(r.id, float(r.score), "high" if r.capped_draft or r.capped_family else r.confidence, r.title, r.category, str(r.path)))
         ids |= {d["id"] for d in engine.docs}
 
     if title:

@@ -41,7 +41,7 @@ from kb.search.rerank import (
     rerank_order,
 )
 from kb.search.signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
-from kb.search.versions import judge, paste_versions
+from kb.search.versions import Version, VersionJudgement, judge, paste_versions
 from kb.text.metric_lines import only_metrics
 from kb.text.signals import Signals, extract
 
@@ -110,6 +110,9 @@ class Result:
     # "high" lowered to "medium" only because the case is an unedited draft: the error line is matched for
     # sure, so `kb new` still treats it as the case that already covers the log
     capped_draft: bool = False
+    # "high" lowered to "medium" only because the case is a family entry (several causes): the message is
+    # matched, which cause is not established; views say so beside the chance, `kb new` treats it as covered
+    capped_family: bool = False
 
     @property
     def why(self) -> list[str]:
@@ -135,6 +138,8 @@ class Result:
         }
         if self.p_right is not None:
             out["p_right"] = round(self.p_right, 4)
+        if self.capped_family:
+            out["cause_open"] = True  # a family entry: the message matched, which of its causes is not established
         return out
 
 
@@ -438,7 +443,7 @@ class Engine:
                     r.confidence, r.p_right = "low", None
         self._mark_near_misses(results, raw)
         unedited = self._cap_unedited(results)
-        family = self._cap_declared_family(results)
+        family = self._cap_family(results)
         if abstain and stack.foreign:
             abstained = True
         asked = abstain and not abstained and self._ask_instead(results, signals)
@@ -517,9 +522,19 @@ class Engine:
         return candidate_features(
             rows, fused, strong, [is_family(self.docs[r]) for r in rows],
             [tuple(sorted(dist.per_case[r] & found)) for r in rows],
-            [judge(pasted, dist.version_ranges(r)) for r in rows],
+            [self._version_judgement(pasted, r) for r in rows],
             bool(raw.signals.error_lines),
         )
+
+    def _version_judgement(self, pasted: dict[str, Version], row: int) -> VersionJudgement:
+        """The paste's versions against the entry's range. A family entry's range dates its listed causes, not
+        its symptom (a slow weight sync, an SGLang mismatch happen at every version), so a version outside it
+        does not rule the family out: only "inside" is said of it."""
+        j = judge(pasted, self._distinctive.version_ranges(row) if self._distinctive else {})
+        doc = self.docs[row]
+        if j.verdict == "excluded" and (is_family(doc) or doc.get("family", False)):
+            return VersionJudgement("unknown")
+        return j
 
     # ------------------------------------------------------------ calibration (issue 13)
 
@@ -531,13 +546,18 @@ class Engine:
             self._weak = cached_weak_signatures(self.docs, self.index.generation, WEAK_CROSS_CHECK_MAX_CASES)
         return self._weak
 
-    def _cap_declared_family(self, results: list[Result]) -> list[str]:
-        """An entry its authors tagged `family`/`triage` names a symptom, not which of its causes this is: never "high"
-        (issue 24). Only the tag: an entry for one message with a few known causes (CUDA OOM) keeps its "high"."""
+    def _cap_family(self, results: list[Result]) -> list[str]:
+        """A family entry names a symptom or a message, not which of its causes this is: never "high" (issue 24).
+
+        Tagged `family`/`triage`, or one message with several listed causes and a check that tells them
+        apart (Case.is_family, kept in the index). The match may be certain (a plain CUDA OOM is a CUDA OOM),
+        but "high" would say the cause is known, and only the entry's checks establish it."""
         capped = []
         for r in results:
-            if r.confidence == "high" and is_family(self.docs[self._position[r.id]]):
+            doc = self.docs[self._position[r.id]]
+            if r.confidence == "high" and (is_family(doc) or doc.get("family", False)):
                 r.confidence = "medium"
+                r.capped_family = True
                 capped.append(r.id)
         return capped
 
