@@ -66,3 +66,13 @@ def test_one_verl_tag_is_a_lower_bound_and_a_fix_closes_it() -> None:
     assert "vllm" not in entry_ranges("verl v0.7.0 with vLLM 0.8.5")
     assert "verl" not in entry_ranges("verl v0.7.0 -> v0.7.1, v0.8.0: keys removed")
 
+
+
+def test_a_fix_in_the_091_wheel_closes_the_range() -> None:
+    """verl 0.9.1 has no tag in the mirror; entries read from its wheel say "fixed in the 0.9.1 wheel"."""
+    for text in ("verl v0.7.0-v0.9.0, fixed in the 0.9.1 wheel", "verl v0.7.0-v0.9.0, fixed in the verl 0.9.1 wheel"):
+        r = entry_ranges(text)["verl"]
+        assert (r.low, r.high, r.fixed_in) == ((0, 7, 0), (0, 9, 1), True), text
+        assert judge({"verl": (0, 9, 1)}, {"verl": r}).fixed
+    # "still raised at the 0.9.1 wheel" keeps the end open
+    assert entry_ranges("verl v0.6.0-v0.9.0; still raised at the 0.9.1 wheel")["verl"].contains((0, 9, 1))

@@ -117,7 +117,8 @@ _RANGE_FORMS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(rf"^\s*{_VER}(?![\w.+-])(?!\s*(?:->|→))"), "single"),
 ]
 _MENTION_RE = re.compile(rf"(?<![\w-])({_NAME})(?![\w-])", re.IGNORECASE)
-_FIXED_RE = re.compile(rf"(?:fixed|gone|removed)\s+(?:in|from|since)\s+(?:({_NAME})\s+)?{_VER}", re.IGNORECASE)
+# "fixed in verl v0.8.0", "gone from 0.9.1", and the wheel forms "fixed in the 0.9.1 wheel", "fixed in the verl 0.9.1 wheel"
+_FIXED_RE = re.compile(rf"(?:fixed|gone|removed)\s+(?:in|from|since)\s+(?:the\s+)?(?:({_NAME})\s+)?{_VER}", re.IGNORECASE)
 
 
 def _v(s: str) -> Version:
