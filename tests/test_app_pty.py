@@ -110,8 +110,9 @@ def test_quitting_while_a_check_runs_kills_it_and_exits_promptly(terminal, write
 
 
 def flat(text: str) -> str:
-    """Screen text without spaces, line ends and box borders: a long line wrapped by the app still matches."""
-    return re.sub(r"[\s│╭╮╰╯─]", "", text)
+    """Screen text without spaces, line ends, box borders and scrollbar glyphs: a long line wrapped by the app
+    still matches when the chat's scrollbar thumb is drawn on one of its rows."""
+    return re.sub(r"[\s│╭╮╰╯─▁▂▃▄▅▆▇█▉▊▋▌▍▎▏▐▔▕]", "", text)
 
 
 def prompt_text(screen: str) -> str:
