@@ -232,7 +232,8 @@ def job(tmp_path: Path) -> Iterator[object]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             have = {p.name: int(p.read_text() or 0) for p in rd.iterdir() if p.read_text().strip()}
-            if all(any(k.startswith(r) for k in have) for r in ready):
+            # a prefix named twice ("actor-", "actor-") needs two markers: one idle actor's marker is not the stuck one's
+            if all(sum(k.startswith(r) for k in have) >= ready.count(r) for r in ready):
                 time.sleep(1.0)  # let every process reach the line after its marker
                 return proc.pid, have
             if proc.poll() is not None:
