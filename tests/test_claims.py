@@ -59,12 +59,12 @@ def test_dev_floors_and_readme_figures(engine) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="669 entries: R@1 0.728 at 50 %, 0.721 at 100 % (README, docs/search.md 3b)")
 def test_ranking_does_not_get_worse_as_the_corpus_grows(engine) -> None:
-    # Measured 7 December: 518 entries 0.709 / 0.727 / 0.731 at 50 / 75 / 100 %, 570 entries 0.733 / 0.734 /
-    # 0.735, 581 entries 0.713 / 0.724 / 0.735, 587 entries 0.722 / 0.723 / 0.731, 630 entries 0.723 / 0.726 /
-    # 0.726 (held), 669 entries 0.728 / 0.716 / 0.721 (not held; paired 0.728 against 0.719). A strict
-    # expected failure until the bar holds again; the bar stays.
+    # Measured 7 December with 3 seeds: 518 entries 0.709 / 0.727 / 0.731 at 50 / 75 / 100 %, 570 entries
+    # 0.733 / 0.734 / 0.735, 581 entries 0.713 / 0.724 / 0.735, 587 entries 0.722 / 0.723 / 0.731, 630 entries
+    # 0.723 / 0.726 / 0.726, 669 entries 0.728 / 0.716 / 0.721 (not held), 685 entries 0.710 / 0.726 / 0.722:
+    # one half's R@1 spans 0.68-0.78, so 3 seeds flipped the bar with a handful of entries. With 16 seeds
+    # (GROWTH_SEEDS) the halves are stable to ~0.008; the figures are in README and docs/search.md 3b.
     from kb.evaluation.rank_fit import growth
 
     curve = {p["fraction"]: p for p in growth(engine, load_queries(REPORTS))}
