@@ -99,7 +99,7 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
         # fused score: "medium (0.90)" beside "low (0.80)" read as a probability (docs/app.md, "Confidence")
         chance = f", {r.p_right:.0%} likely right" if r.p_right is not None else ""
         if r.capped_family:  # the chance is the match's; the level says the cause is still to be told apart
-            chance += ", cause not established (its checks tell the causes apart)"
+            chance += ", cause not established (its checks or Verify steps tell the causes apart)"
         out.write(visible(f"{rank}. {r.id}  [{r.category}]{kind}  {r.confidence}{chance}") + "\n")
         out.write(f"   {visible(r.title)}\n")
         out.write(f"   from {r.origin().describe()}\n")

@@ -459,7 +459,7 @@ class Engine:
         if unedited:
             notes.append(f"{', '.join(unedited)}: an unedited draft (its Causes and Fix still say TODO), so at most medium")
         if family:
-            notes.append(f"{', '.join(family)}: an entry for a symptom with several possible causes; its checks tell them apart, so at most medium")
+            notes.append(f"{', '.join(family)}: an entry for a symptom with several possible causes; its checks or Verify steps tell them apart, so at most medium")
         if asked:
             notes.append(f"no error line, and the closest entry is unlikely to be right ({results[0].p_right:.0%} < "
                          f"{w.ask_below:.0%}): kb asks instead of guessing; the closest entries are listed, not matches")
