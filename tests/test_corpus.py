@@ -77,6 +77,13 @@ def test_each_case_is_complete(cases) -> None:
         assert c.status in ("reviewed", "draft"), c.id
 
 
+def test_family_entries_tell_their_causes_apart(cases) -> None:
+    """A family answer says "cause not established: its checks or Verify steps tell the causes apart": every
+    family entry (tagged, or by structure) must have one or the other, or the answer would promise nothing."""
+    bare = [c.id for c in cases if c.is_family and not c.checks and not c.section("Verify").strip()]
+    assert not bare, f"family entries with neither a check nor a Verify section: {bare}"
+
+
 def test_reviewed_cases_say_when(cases) -> None:
     for c in cases:
         assert c.status in ("reviewed", "draft"), c.id
