@@ -81,6 +81,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-untyped-def]
+    from kb.search.evidence import CAUSE_OPEN_NOTE  # loaded with the engine already; kept off the parser's import
+
     out = sys.stdout
     if explain:
         out.write("kb searched for:\n")
@@ -99,7 +101,7 @@ def print_answer(answer, explain: bool = False) -> None:  # type: ignore[no-unty
         # fused score: "medium (0.90)" beside "low (0.80)" read as a probability (docs/app.md, "Confidence")
         chance = f", {r.p_right:.0%} likely right" if r.p_right is not None else ""
         if r.capped_family:  # the chance is the match's; the level says the cause is still to be told apart
-            chance += ", cause not established (its checks or Verify steps tell the causes apart)"
+            chance += f", {CAUSE_OPEN_NOTE}"
         out.write(visible(f"{rank}. {r.id}  [{r.category}]{kind}  {r.confidence}{chance}") + "\n")
         out.write(f"   {visible(r.title)}\n")
         out.write(f"   from {r.origin().describe()}\n")

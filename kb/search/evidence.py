@@ -20,6 +20,8 @@ from typing import Any
 LINE_SHOWN = 200  # characters of a matched line quoted in the sentence
 CASE_TEXT_SHOWN = 160  # characters of the closest case text quoted in the sentence
 WEAK_NOTE = "broad pattern: weak evidence"
+# beside a family entry's answer (`Result.capped_family`): the message matched, which cause is not established
+CAUSE_OPEN_NOTE = "cause not established: its checks or Verify steps tell the causes apart"
 
 
 class Kind(str, Enum):

@@ -12,7 +12,7 @@ from textual.widgets import Static
 
 from kb.core.paths import builtin_cases_dir
 from kb.core.safe_text import visible
-from kb.search.evidence import WEAK_NOTE, Evidence, Kind, quoted
+from kb.search.evidence import CAUSE_OPEN_NOTE, WEAK_NOTE, Evidence, Kind, quoted
 
 if TYPE_CHECKING:  # the chat screen paints before the engine is imported
     from kb.cases.provenance import Origin
@@ -59,7 +59,7 @@ def render_card(rank: int, result: Result) -> Text:
     if result.p_right is not None:  # the calibrated chance it is right (top card only); never the fused score
         t.append(f", {result.p_right:.0%} likely right", style="dim")
     if result.capped_family:  # the message matched; which of the family's causes is not established
-        t.append(", cause not established: its checks or Verify steps tell the causes apart", style="dim")
+        t.append(f", {CAUSE_OPEN_NOTE}", style="dim")
     t.append("\n")
     t.append_text(origin_text(result.origin()))
     seen: set[str] = set()
