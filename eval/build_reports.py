@@ -5,7 +5,8 @@
 The sample was drawn in parts (eval/parts/reports-<part>.jsonl, each with
 eval/parts/README-<part>.md describing its draw). Later relabels of a part's
 rows (eval/parts/relabels-*.jsonl: {"id", "expected", "why"}, or {"id",
-"cause_known", "why"}) are applied on top, so a part file keeps the labels given
+"cause_known", "why"}) are applied on top (undated files in name order, then relabels-YYYY-MM-DD-*.jsonl by date: the later
+relabel of a row wins), so a part file keeps the labels given
 when it was drawn and the relabel says who changed what and why.
 
 `cause_known` (issue 24): true when the thread, a fix commit or the source that
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -50,7 +52,7 @@ def build() -> tuple[list[dict], list[str]]:
     by_id = {r["id"]: r for r in rows}
     if len(by_id) != len(rows):
         problems.append("duplicate row ids")
-    for path in sorted(PARTS.glob("relabels-*.jsonl")):
+    for path in sorted(PARTS.glob("relabels-*.jsonl"), key=_relabel_order):
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
@@ -74,6 +76,13 @@ def build() -> tuple[list[dict], list[str]]:
             problems.append(f"{r['id']}: source is not a URL")
         problems.extend(_cause_problems(r))
     return rows, problems
+
+
+def _relabel_order(path: Path) -> tuple[str, str]:
+    """Undated relabel files (the older ones) in name order, then dated ones (relabels-YYYY-MM-DD-*.jsonl) by
+    date: a later relabel of a row wins, whatever its topic's name sorts as."""
+    m = re.match(r"relabels-(\d{4}-\d\d-\d\d)-", path.name)
+    return (m.group(1) if m else "", path.name)
 
 
 def _cause_problems(r: dict) -> list[str]:
