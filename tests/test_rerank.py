@@ -71,3 +71,42 @@ def test_a_neighbour_sharing_the_signature_line_is_not_high_unless_something_sep
     # an identifier only this case (and few others) names tells them apart
     assert model.level(ConfidenceFeatures(sig_strong=1.0, sig_rival=1.0, sig_shared=1.0, ident=0.34, fused=0.9, margin=0.2))[0] == "high"
     assert model.level(ConfidenceFeatures(sig_strong=1.0, sig_rival=1.0, sig_shared=1.0, version_included=1.0, fused=0.9))[0] == "high"
+
+
+def test_a_family_naming_the_top_specific_entries_joins_the_candidates() -> None:
+    from kb.search.rerank import CANDIDATES, GATHER_TOP, gathered_families
+
+    # rows 0-11 by fused score; row 40 is a family far below, naming rows 0 and 2 as its specific entries;
+    # row 41 names only row 30 (not a top candidate) and must not join
+    fused = np.zeros(50, dtype=np.float32)
+    fused[:12] = np.linspace(0.6, 0.4, 12)
+    fused[40], fused[41] = 0.05, 0.30
+    top = list(range(CANDIDATES))
+    members_of = {0: [40], 2: [40], 30: [41]}
+    g = gathered_families(top, members_of, fused)
+    assert g == {40: 2}
+    cands = candidate_features(top + [40], fused, set(), [False] * CANDIDATES + [True], [()] * (CANDIDATES + 1),
+                               [UNKNOWN] * (CANDIDATES + 1), error_line=False, gathers=g)
+    j = RANK_FEATURES.index("family_gathers")
+    assert cands[-1].features[j] == 1.0 and all(c.features[j] == 0.0 for c in cands[:-1])
+    # a family naming only entries below the top GATHER_TOP does not join
+    assert gathered_families(top, {GATHER_TOP + 1: [40]}, fused) == {}
+
+
+def test_an_untagged_entry_with_several_causes_is_told_from_a_tagged_family() -> None:
+    fused = np.array([0.6, 0.5, 0.4], dtype=np.float32)
+    cands = candidate_features([0, 1, 2], fused, set(), [True, False, False], [()] * 3, [UNKNOWN] * 3,
+                               error_line=False, multi_cause=[True, True, False])
+    j = RANK_FEATURES.index("multi_cause")
+    assert [c.features[j] for c in cands] == [0.0, 1.0, 0.0]
+
+
+def test_a_family_doc_lists_the_entries_its_causes_name(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from kb.cases.caseset import load_cases
+    from kb.index.documents import build_doc
+
+    cases = {c.id: c for c in load_cases().cases}
+    doc = build_doc(cases["batch-size-not-divisible"])
+    assert doc["family"] and "engine-mini-batch-not-divisible-by-dp-size" in doc["members"]
+    assert all(m in cases for m in doc["members"][:5])
+    assert build_doc(cases["verl-single-controller-version-file-missing-git-install"])["members"] == []

@@ -86,5 +86,13 @@ def test_an_install_prefix_says_nothing_about_the_error() -> None:
     # a source checkout keeps the last three parts of the path; URLs and relative paths are left whole
     assert {"ppo", "ray_trainer.py"} <= set(tokenize('File "/home/me/src/verl/verl/trainer/ppo/ray_trainer.py", line 9'))
     assert "home" not in tokenize('File "/home/me/src/verl/verl/trainer/ppo/ray_trainer.py"')
-    assert {"github.com", "verl_project"} <= set(tokenize("https://github.com/verl-project/verl/issues/12"))
+    assert {"github.com", "verl_project"} <= set(tokenize("https://github.com/verl-project/verl/blob/main/setup.py"))
     assert "recipe" in tokenize("recipe/dapo/src/main_dapo.py")
+
+
+def test_a_link_to_another_thread_is_not_searched() -> None:
+    toks = tokenize("randomly stuck, similar to https:github.com/volcengine/verl/issues/340。 and "
+                    "https://github.com/verl-project/verl/pull/156#issuecomment-12")
+    assert "volcengine" not in toks and "github" not in toks and "stuck" in toks
+    # an install URL is part of the error's story and stays
+    assert "volcengine" in tokenize("pip install git+https://github.com/volcengine/verl.git")

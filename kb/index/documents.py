@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # documents are built from parsed cases; a search only reads 
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
-DOC_VERSION = 6  # 3: regex_required; 4: `unedited`; 5: versions and identifiers (ranking, issue 25); 6: family
+DOC_VERSION = 7  # 3: regex_required; 4: `unedited`; 5: versions and identifiers (ranking, issue 25); 6: family; 7: members
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
@@ -41,6 +41,7 @@ class _CaseDocBase(TypedDict):
     idents: list[str]  # code identifiers and config keys the case names (kb.search.rerank)
     unedited: bool  # a draft whose Causes/Fix still say TODO: never answered "high" (kb.cases.quality)
     family: bool  # several candidate causes (Case.is_family): knows the message, not which cause; never "high"
+    members: list[str]  # a family's specific entries: the ids its Causes/Fix/Verify name in backticks (unresolved)
 
 
 class CaseDoc(_CaseDocBase, total=False):
@@ -136,6 +137,26 @@ def identifiers(text: str) -> list[str]:
     return sorted(x for x in found if len(x) >= 6 and not _VERSIONISH_RE.fullmatch(x))[:MAX_IDENTS]
 
 
+# An entry id quoted in backticks: lower-case words joined by hyphens (config keys have dots/underscores).
+_MEMBER_RE = re.compile(r"`([a-z0-9]+(?:-[a-z0-9]+)+)`")
+MAX_MEMBERS = 40
+
+
+def family_members(case: Case) -> list[str]:
+    """The entry ids a family entry names in its Causes, Fix and Verify (its specific entries), in order.
+
+    Not resolved against the corpus here (a doc is built from one case); the engine keeps those that exist.
+    """
+    if not case.is_family:
+        return []
+    found: dict[str, None] = {}
+    for name in ("Causes", "Fix", "Verify"):
+        for m in _MEMBER_RE.finditer(case.section(name)):
+            if m.group(1) != case.id:
+                found.setdefault(m.group(1))
+    return list(found)[:MAX_MEMBERS]
+
+
 def build_doc(case: Case) -> CaseDoc:
     sigs = [signature_text(s) for s in case.signatures]
     lexical = "\n".join(
@@ -164,6 +185,7 @@ def build_doc(case: Case) -> CaseDoc:
         regex_required={s: required_literal(s[len(REGEX_PREFIX):].strip()) for s in case.signatures if s.startswith(REGEX_PREFIX)},
         unedited=is_unedited(case),
         family=case.is_family,
+        members=family_members(case),
         versions=str(case.versions or ""),
         idents=identifiers(lexical),
     )

@@ -35,6 +35,7 @@ from kb.search.rerank import (
     RankFileError,
     RankModel,
     candidate_features,
+    gathered_families,
     is_family,
     load_rank_model,
     paste_identifiers,
@@ -268,6 +269,7 @@ class Engine:
         self._model: Model | None = None
         self._model_error = ""
         self._distinctive: Distinctive | None = None  # ranking (issue 25): identifiers and version ranges per case
+        self._members: dict[int, list[int]] | None = None  # specific row -> family rows naming it
         self._rank_model: RankModel | None = None
         self._rank_loaded = False
         self._rank_error = ""
@@ -516,6 +518,8 @@ class Engine:
             self._distinctive = Distinctive(self.docs)
         dist = self._distinctive
         rows = [int(i) for i in np.argsort(-fused, kind="stable")[:CANDIDATES] if fused[i] > 0]
+        gathers = gathered_families(rows, self._members_of(), fused)
+        rows += [f for f in gathers if f not in rows]
         strong = {self._position[c] for c in raw.hits} - raw.weak_only
         found = paste_identifiers(text)
         pasted = paste_versions(text)
@@ -523,8 +527,20 @@ class Engine:
             rows, fused, strong, [is_family(self.docs[r]) for r in rows],
             [tuple(sorted(dist.per_case[r] & found)) for r in rows],
             [self._version_judgement(pasted, r) for r in rows],
-            bool(raw.signals.error_lines),
+            bool(raw.signals.error_lines), gathers, [bool(self.docs[r].get("family", False)) for r in rows],
         )
+
+    def _members_of(self) -> dict[int, list[int]]:
+        """Specific entry row -> the family rows that name it (CaseDoc.members resolved against this corpus)."""
+        if self._members is None:
+            out: dict[int, list[int]] = {}
+            for f, d in enumerate(self.docs):
+                for m in d.get("members", []):
+                    r = self._position.get(m)
+                    if r is not None and r != f:
+                        out.setdefault(r, []).append(f)
+            self._members = out
+        return self._members
 
     def _version_judgement(self, pasted: dict[str, Version], row: int) -> VersionJudgement:
         """The paste's versions against the entry's range. A family entry's range dates its listed causes, not

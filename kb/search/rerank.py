@@ -32,6 +32,8 @@ from kb.search.versions import Range, VersionJudgement, entry_ranges
 
 RANK_PATH = Path(__file__).with_name("rank.json")
 CANDIDATES = 10  # cases re-ranked per query (the rest keep their fused score)
+GATHER_TOP = 5  # a family entry naming one of these top cases joins the candidates wherever its own fused rank is
+MAX_GATHERED = 3  # at most this many families join that way
 IDENT_MAX_CASES = 3  # an identifier named by more cases than this does not tell them apart
 
 RANK_FEATURES = (
@@ -44,6 +46,8 @@ RANK_FEATURES = (
     "version_fixed",  # the paste's version is at or past the release that fixed the case (weight held <= 0)
     "version_excluded",  # the paste's version is otherwise outside the versions the case was read for (weight held <= 0)
     "version_included",  # the paste's version is inside the case's range (weight held >= 0)
+    "family_gathers",  # family entry naming (as its specific entries) top candidates: their number / 2, capped at 1
+    "multi_cause",  # not tagged a family, but lists several causes and what tells them apart (Case.is_family)
 )
 # The sign a weight may take: an entry whose range excludes the paste's version is never lifted for it.
 SIGNS = {"version_fixed": -1, "version_excluded": -1, "version_included": 1}
@@ -51,6 +55,22 @@ SIGNS = {"version_fixed": -1, "version_excluded": -1, "version_included": 1}
 
 def is_family(doc: CaseDoc) -> bool:
     return bool(FAMILY_TAGS & {t.lower() for t in doc.get("tags", [])})
+
+
+def gathered_families(rows: list[int], members_of: dict[int, list[int]], fused: np.ndarray) -> dict[int, int]:
+    """Family rows that name (as their specific entries) some of the top GATHER_TOP rows -> how many they name.
+
+    A short report that shares words with several specific entries of one symptom class often shares few
+    with the family entry that gathers them, so that family can sit far below the re-ranked candidates;
+    this brings it in (issue 25: "the family entry whose symptoms fit comes first and lists its specific
+    entries beneath"). Whether it should then win is the fitted weight of `family_gathers`.
+    """
+    count: dict[int, int] = {}
+    for r in rows[:GATHER_TOP]:
+        for f in members_of.get(r, ()):
+            count[f] = count.get(f, 0) + 1
+    best = sorted(count, key=lambda f: (-count[f], -float(fused[f]), f))[:MAX_GATHERED]
+    return {f: count[f] for f in best}
 
 
 class Distinctive:
@@ -82,9 +102,12 @@ class Candidate:
 
 def candidate_features(
     rows: list[int], fused: np.ndarray, strong: set[int], family: list[bool], idents_found: list[tuple[str, ...]],
-    versions: list[VersionJudgement], error_line: bool,
+    versions: list[VersionJudgement], error_line: bool, gathers: dict[int, int] | None = None,
+    multi_cause: list[bool] | None = None,
 ) -> list[Candidate]:
-    """The feature vector of each candidate; `strong`: rows with a specific signature hit."""
+    """The feature vector of each candidate; `strong`: rows with a specific signature hit; `gathers`: family row ->
+    how many top candidates it names (gathered_families)."""
+    gathers = gathers or {}
     separated = [r in strong or bool(f) for r, f in zip(rows, idents_found)]
     any_sep = any(separated)
     out = []
@@ -100,6 +123,8 @@ def candidate_features(
             1.0 if versions[n].verdict == "excluded" and versions[n].fixed else 0.0,
             1.0 if versions[n].verdict == "excluded" and not versions[n].fixed else 0.0,
             1.0 if versions[n].verdict == "included" else 0.0,
+            min(1.0, gathers.get(r, 0) / 2.0),
+            1.0 if multi_cause and multi_cause[n] and not fam else 0.0,
         ], dtype=np.float64)
         out.append(Candidate(r, x, versions[n], idents_found[n]))
     return out

@@ -13,7 +13,10 @@
 - a file path loses its install prefix (`/root/miniconda3/lib/python3.10/site-packages/`):
   where a package is installed says nothing about the error, and its rare words
   (`miniconda3`, `site`, `root`) matched whichever case quoted a traceback from a
-  similar machine. What follows `site-packages/` is kept, else the last three parts.
+  similar machine. What follows `site-packages/` is kept, else the last three parts;
+- a link to an issue, pull request or discussion (`https://github.com/volcengine/verl/issues/340`) is
+  dropped: it points at another thread, and its rare words (`github`, `volcengine`) matched whichever
+  entry quotes an install URL.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import re
 
 # Bump when tokens change: the index keeps each case's tokens and rebuilds its
 # BM25 matrices when this differs from the version it was built with.
-TOKENIZER_VERSION = 3
+TOKENIZER_VERSION = 4  # 4: thread links dropped
 CJK_RANGES = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # Chinese characters, for the tokenizer and kb.text.user_words
 _TOKEN_RE = re.compile(rf"[{CJK_RANGES}]+|[A-Za-z0-9_][A-Za-z0-9_.\-]*[A-Za-z0-9_]|[A-Za-z0-9]")
 _CJK_RE = re.compile(rf"^[{CJK_RANGES}]+$")
@@ -75,6 +78,14 @@ def _package_relative(match: re.Match[str]) -> str:
     return " " + "/".join(parts[-PATH_PARTS_KEPT:]) + " "
 
 
+# A link to a thread of a code host: issue, pull request, discussion (with an optional #anchor).
+_THREAD_URL_RE = re.compile(r"(?:https?:/*)?(?:www\.)?(?:github|gitlab)\.com/[\w.-]+/[\w.-]+/(?:issues|pull|pulls|discussions|merge_requests)/\d+[\w#/=?&.-]*", re.I)
+
+
+def drop_thread_links(text: str) -> str:
+    return _THREAD_URL_RE.sub(" ", text)
+
+
 def strip_install_prefixes(text: str) -> str:
     """`text` with each absolute path cut to the part that names code, not a machine."""
     return _PATH_RE.sub(_package_relative, text)
@@ -83,7 +94,7 @@ def strip_install_prefixes(text: str) -> str:
 def tokenize(text: str) -> list[str]:
     """Tokens for BM25, in order, with repeats (term frequency matters)."""
     out: list[str] = []
-    for m in _TOKEN_RE.finditer(strip_install_prefixes(text)):
+    for m in _TOKEN_RE.finditer(strip_install_prefixes(drop_thread_links(text))):
         tok = m.group(0)
         out.extend(_cached_token_terms(tok) if len(tok) <= _CACHED_TOKEN_CHARS else _token_terms(tok))
     return out
