@@ -110,3 +110,16 @@ def test_a_family_doc_lists_the_entries_its_causes_name(tmp_path) -> None:  # ty
     assert doc["family"] and "engine-mini-batch-not-divisible-by-dp-size" in doc["members"]
     assert all(m in cases for m in doc["members"][:5])
     assert build_doc(cases["verl-single-controller-version-file-missing-git-install"])["members"] == []
+
+
+def test_a_name_a_family_quotes_from_its_specific_entry_separates_that_entry_only() -> None:
+    from kb.search.rerank import Distinctive
+
+    docs = [
+        {"id": "fam", "idents": ["hf_rollout", "gen_batch_output"], "members": ["spec"], "tags": ["family"]},
+        {"id": "spec", "idents": ["hf_rollout", "gen_batch_output"], "members": []},
+        {"id": "other", "idents": ["rollout_n_other"], "members": []},
+    ]
+    d = Distinctive(docs)  # type: ignore[arg-type]
+    assert d.per_case[1] == {"hf_rollout", "gen_batch_output"}
+    assert d.per_case[0] == frozenset()

@@ -41,7 +41,7 @@ from kb.search.rerank import (
     paste_identifiers,
     rerank_order,
 )
-from kb.search.signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score
+from kb.search.signatures import SEARCH_REGEX_BUDGET_S, SignatureHit, SignatureMatcher, signature_score, template_variants
 from kb.search.versions import Version, VersionJudgement, judge, paste_versions
 from kb.text.metric_lines import only_metrics
 from kb.text.signals import Signals, extract
@@ -359,6 +359,7 @@ class Engine:
             lines = [l.text for l in signals.lines]
             if len(lines) > 5000:  # huge paste: error lines and the tail carry the signature
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
+            lines += template_variants(lines)
             raw.hits = self.matcher.match(lines, raw.timed_out, unmatched=raw.not_tried)
             sig = np.zeros(n, dtype=np.float32)
             weak = self.weak_signatures()

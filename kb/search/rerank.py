@@ -82,6 +82,14 @@ class Distinctive:
             for x in d.get("idents", []):
                 df[x] = df.get(x, 0) + 1
         self.per_case = [frozenset(x for x in d.get("idents", []) if df[x] <= IDENT_MAX_CASES) for d in docs]
+        # A family quotes its specific entries' keys and names in its table: such a name in the paste
+        # separates the specific entry, not the family that lists it.
+        pos = {d["id"]: i for i, d in enumerate(docs)}
+        for f, d in enumerate(docs):
+            named = [pos[m] for m in d.get("members", []) if m in pos and pos[m] != f]
+            if named:
+                theirs = frozenset().union(*(docs[m].get("idents", []) for m in named))
+                self.per_case[f] = self.per_case[f] - theirs
         self.ranges: list[dict[str, Range] | None] = [None] * len(docs)
         self._docs = docs
 

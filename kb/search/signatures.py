@@ -49,6 +49,28 @@ _WS_RE = re.compile(r"\s+")
 _WORD_RE = re.compile(r"\w+")
 
 
+# An f-string in a pasted source line: a traceback shows the `raise` line that builds the message, so the
+# message's fixed words are in the paste even when the message itself was cut off.
+_FSTRING_RE = re.compile(r"""\bf(["'])(.{8,}?)(?<!\\)\1""")
+_SELF_DOC_RE = re.compile(r"\{\s*([\w.\[\]'\"]+)\s*=\s*(?:![rsa])?(?::[^{}]*)?\}")  # {name=} renders as name=<value>
+_FIELD_RE = re.compile(r"\{[^{}]*\}")
+
+
+def template_variants(lines: list[str]) -> list[str]:
+    """For each line quoting an f-string (a traceback's `raise ...(f"...")`), the message as it renders with
+    the values left out: `{data_source=}` -> `data_source=`, `{x}` -> a space. Signature matching reads
+    these beside the pasted lines, so the source form of a message finds the entry that quotes its output."""
+    out = []
+    for line in lines:
+        if "{" not in line or len(line) > 2000:
+            continue
+        for m in _FSTRING_RE.finditer(line):
+            body = _FIELD_RE.sub(" ", _SELF_DOC_RE.sub(lambda g: g.group(1) + "=", m.group(2)))
+            if len(body.strip()) >= 12:  # a bare "{a} and {b}" says nothing
+                out.append(body)
+    return out
+
+
 def canon(text: str) -> str:
     return _WS_RE.sub(" ", text.lower()).strip().strip(" .:;,")
 
