@@ -54,6 +54,13 @@ def test_an_entry_whose_range_excludes_the_paste_goes_down_and_says_why() -> Non
     assert ev.kind is Kind.VERSION and ev.to_json()["verdict"] == "excluded"
     assert ev.text == "version, ranked down: fixed in verl 0.6.1; this paste is from verl 0.9.0"
     assert set(ev.to_json()) == {"kind", "text", "line", "package", "pasted_version", "verdict"}
+    # even with a fitted weight of zero, the excluded entry goes below every entry whose range does not
+    # exclude the paste (a rule: the fit has almost no rows to learn that weight from)
+    fused3, cands3 = _cands([False, False, False], versions=[excluded, UNKNOWN, UNKNOWN])
+    w0 = np.zeros(len(RANK_FEATURES))
+    w0[0] = 10.0
+    out3 = rerank_order(fused3, cands3, RankModel(w0, {}))
+    assert out3[0] < out3[2] < out3[1]
 
 
 def _model() -> Model:

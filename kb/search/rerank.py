@@ -223,11 +223,22 @@ def fit_conditional_logit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float
 
 
 def rerank_order(fused: np.ndarray, cands: list[Candidate], model: RankModel | None) -> np.ndarray:
-    """Fused scores with each candidate's adjustment added (a copy)."""
+    """Fused scores with each candidate's adjustment added (a copy).
+
+    A candidate whose version range excludes the paste's version then goes below every candidate whose
+    range does not (issue 25: "an entry whose versions exclude the user's is ranked down"). A rule, not a
+    weight: such candidates are rarely right (0 of 66 on the labelled sets, 7 December) but rarely above
+    the right entry either, so the fit has almost nothing to learn a weight from (it learned ~0)."""
     out = fused.copy()
     if model is None:
         return out
     for c in cands:
         out[c.row] = float(np.clip(fused[c.row] + model.adjustment(c.features), 0.0, 1.0))
+    kept = [out[c.row] for c in cands if c.version.verdict != "excluded"]
+    if kept:
+        floor = min(kept)
+        for c in cands:
+            if c.version.verdict == "excluded" and out[c.row] >= floor:
+                out[c.row] = max(0.0, floor - 1e-4)
     return out
 
