@@ -674,10 +674,9 @@ class Engine:
         version = None
         if cand is not None and cand.version.verdict != "unknown":
             v = cand.version
-            rank = self._rank_model
-            feature = "version_fixed" if v.fixed else "version_excluded"
-            # "ranked down" only where the fitted weight moves the score by a visible amount
-            down = v.verdict == "excluded" and rank is not None and rank.adjustment_of(feature) <= -0.01
+            # with a ranking model, kb.search.rerank.rerank_order puts an excluded entry below every
+            # candidate whose range does not exclude the paste
+            down = v.verdict == "excluded" and self._rank_model is not None
             version = Evidence.version(v.verdict, v.package, ".".join(map(str, v.pasted)), v.text, ranked_down=down)
             if v.verdict == "excluded":  # the first thing a reader should know about this case
                 evidence.append(version)
