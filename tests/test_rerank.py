@@ -130,3 +130,12 @@ def test_a_name_a_family_quotes_from_its_specific_entry_separates_that_entry_onl
     d = Distinctive(docs)  # type: ignore[arg-type]
     assert d.per_case[1] == {"hf_rollout", "gen_batch_output"}
     assert d.per_case[0] == frozenset()
+
+
+def test_a_family_entry_is_marked_for_a_short_description_only() -> None:
+    fused = np.array([0.6, 0.5], dtype=np.float32)
+    j = RANK_FEATURES.index("family_vague")
+    vague = candidate_features([0, 1], fused, set(), [False, True], [()] * 2, [UNKNOWN] * 2, error_line=False, vague=True)
+    assert [c.features[j] for c in vague] == [0.0, 1.0]
+    log = candidate_features([0, 1], fused, set(), [False, True], [()] * 2, [UNKNOWN] * 2, error_line=True, vague=False)
+    assert all(c.features[j] == 0.0 for c in log)

@@ -529,6 +529,7 @@ class Engine:
             [tuple(sorted(dist.per_case[r] & found)) for r in rows],
             [self._version_judgement(pasted, r) for r in rows],
             bool(raw.signals.error_lines), gathers, [bool(self.docs[r].get("family", False)) for r in rows],
+            vague=not raw.signals.error_lines and len(text.strip()) < 400,
         )
 
     def _members_of(self) -> dict[int, list[int]]:

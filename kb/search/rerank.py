@@ -48,6 +48,7 @@ RANK_FEATURES = (
     "version_included",  # the paste's version is inside the case's range (weight held >= 0)
     "family_gathers",  # family entry naming (as its specific entries) top candidates: their number / 2, capped at 1
     "multi_cause",  # not tagged a family, but lists several causes and what tells them apart (Case.is_family)
+    "family_vague",  # family entry, and the paste is a short description (under 400 characters, no error line)
 )
 # The sign a weight may take: an entry whose range excludes the paste's version is never lifted for it.
 SIGNS = {"version_fixed": -1, "version_excluded": -1, "version_included": 1}
@@ -111,7 +112,7 @@ class Candidate:
 def candidate_features(
     rows: list[int], fused: np.ndarray, strong: set[int], family: list[bool], idents_found: list[tuple[str, ...]],
     versions: list[VersionJudgement], error_line: bool, gathers: dict[int, int] | None = None,
-    multi_cause: list[bool] | None = None,
+    multi_cause: list[bool] | None = None, vague: bool = False,
 ) -> list[Candidate]:
     """The feature vector of each candidate; `strong`: rows with a specific signature hit; `gathers`: family row ->
     how many top candidates it names (gathered_families)."""
@@ -133,6 +134,7 @@ def candidate_features(
             1.0 if versions[n].verdict == "included" else 0.0,
             min(1.0, gathers.get(r, 0) / 2.0),
             1.0 if multi_cause and multi_cause[n] and not fam else 0.0,
+            1.0 if fam and vague else 0.0,
         ], dtype=np.float64)
         out.append(Candidate(r, x, versions[n], idents_found[n]))
     return out
