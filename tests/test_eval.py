@@ -22,7 +22,9 @@ def test_dev_queries_floor(engine) -> None:
     assert fused["recall@1"] >= 0.90, report["failures"]
     assert fused["recall@3"] >= 0.95, report["failures"]
     assert report["abstention"]["abstained_correctly"] >= 5
-    assert report["abstention"]["abstained_wrongly"] <= 1
+    # q109 and q091 are asked about (the ask rule, issue 24); neither's entry was in the top 3 before it
+    assert report["abstention"]["abstained_wrongly"] <= 2
+    assert report["abstention"]["abstained_hiding_right"] == 0
     for scorer in ("signature", "lexical", "dense"):
         assert fused["mrr"] > report["scorers"][scorer]["mrr"], scorer
 
