@@ -189,3 +189,20 @@ def test_index_of_an_older_tokenizer_or_document_builder_is_rebuilt(tmp_path: Pa
     monkeypatch.setattr(index_mod, "DOC_VERSION", index_mod.DOC_VERSION + 1)  # build_doc changed: same
     third = open_index([team], **kwargs)
     assert third.generation != second.generation and third.manifest["doc_version"] == index_mod.DOC_VERSION
+
+
+def test_docs_json_keeps_no_bm25_text_and_lost_matrices_are_rebuilt_from_tokens(team_index) -> None:
+    """docs.json does not carry each case's BM25 text (over half its size, parsed by every cold search for
+    nothing); when the BM25 matrices are lost, the index rebuilds them from tokens.json, with the same scores."""
+    index_dir, team = team_index
+    first = open_index([team], index_dir=index_dir, progress=False, include_builtin=False)
+    docs = json.loads((first.generation / "docs.json").read_text())
+    assert docs and all("lexical" not in d for d in docs)
+    paste = "WidgetError: the frobnicator overheated"
+    before = Engine(first).search(paste, use=("lexical",), abstain=False)
+    shutil.rmtree(first.generation / "bm25")
+    again = open_index([team], index_dir=index_dir, progress=False, include_builtin=False)
+    after = Engine(again).search(paste, use=("lexical",), abstain=False)
+    assert [r.id for r in after.results] == [r.id for r in before.results] == ["team-widget-crash"]
+    assert after.results[0].scores["lexical"] == pytest.approx(before.results[0].scores["lexical"])
+    assert after.results[0].evidence and "frobnicator" in " ".join(e.text for e in after.results[0].evidence)

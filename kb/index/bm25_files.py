@@ -51,8 +51,26 @@ def write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:
         save_retriever(build_retriever(doc_tokens), building / "bm25")
 
 
+def _saved_tokens(generation: Path, docs: list[CaseDoc]) -> list[list[str]] | None:
+    """Each case's BM25 tokens from the generation's tokens.json, in docs order; None if any is missing."""
+    try:
+        data = json.loads((generation / "tokens.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    out = []
+    for d in docs:
+        toks = data.get(index_fingerprint.tokens_key(d["content_hash"]))
+        if not isinstance(toks, list):
+            return None
+        out.append([str(t) for t in toks])
+    return out
+
+
 def load_lexical(generation: Path, docs: list[CaseDoc]) -> LexicalIndex:
-    """BM25 saved with the generation; built from the documents if it is missing or unreadable."""
+    """BM25 saved with the generation; built from the saved tokens (or, in an index from before docs.json lost
+    its BM25 text, the documents) if the matrices are missing or unreadable."""
     from kb.index.lexical import LexicalIndex, load_retriever
 
     saved = generation / "bm25"
@@ -63,4 +81,4 @@ def load_lexical(generation: Path, docs: list[CaseDoc]) -> LexicalIndex:
                 return LexicalIndex(docs, retriever)
         except Exception:
             pass
-    return LexicalIndex(docs)
+    return LexicalIndex(docs, doc_tokens=_saved_tokens(generation, docs))

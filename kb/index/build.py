@@ -52,7 +52,8 @@ def update(
 
     building = store.new_generation_dir(root)
     try:
-        (building / "docs.json").write_text(json.dumps(docs, ensure_ascii=False), encoding="utf-8")
+        stored = [{k: v for k, v in d.items() if k != "lexical"} for d in docs]
+        (building / "docs.json").write_text(json.dumps(stored, ensure_ascii=False), encoding="utf-8")
         np.save(building / "vectors.npy", vectors, allow_pickle=False)
         np.save(building / "rows.npy", row_case, allow_pickle=False)
         write_lexical(root, building, docs)

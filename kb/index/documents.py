@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # documents are built from parsed cases; a search only reads 
 MAX_SECTION_CHARS = 3000
 # Bump when build_doc's output changes: the index rebuilds docs.json and BM25 when it
 # was built with another version (vectors of unchanged dense texts are reused).
-DOC_VERSION = 7  # 3: regex_required; 4: `unedited`; 5: versions and identifiers (ranking, issue 25); 6: family; 7: members
+DOC_VERSION = 8  # 3: regex_required; 4: `unedited`; 5: versions and identifiers (ranking, issue 25); 6: family; 7: members;
+# 8: `lexical` not stored in docs.json
 _CODE_FENCE_RE = re.compile(r"```.*?```", re.S)
 _REGEX_SYNTAX_RE = re.compile(r"\\[dswbSWDB]|\\|[\^$*+?{}\[\]()|]|\(\?[:=!<]")
 
@@ -32,7 +33,6 @@ class _CaseDocBase(TypedDict):
     signatures: list[str]
     symptoms: list[str]
     tags: list[str]
-    lexical: str
     dense_texts: list[str]
     dense_kinds: list[str]
     content_hash: str
@@ -45,6 +45,10 @@ class _CaseDocBase(TypedDict):
 
 
 class CaseDoc(_CaseDocBase, total=False):
+    # The weighted BM25 text: built for tokenizing and identifiers, not stored in docs.json (tokens.json
+    # keeps its tokens, the BM25 matrices its terms): it was over half of docs.json, parsed by every
+    # cold search for nothing.
+    lexical: str
     # regex signature -> the casefolded literal it requires ("" if none is certain), read at index
     # time so a cold query does not parse every pattern; absent in indexes built before it
     regex_required: dict[str, str]

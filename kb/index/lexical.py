@@ -40,11 +40,14 @@ def load_retriever(folder: Path) -> SavedBM25:
 
 
 class LexicalIndex:
-    def __init__(self, docs: list[CaseDoc], retriever: Any = None) -> None:
+    def __init__(self, docs: list[CaseDoc], retriever: Any = None, doc_tokens: list[list[str]] | None = None) -> None:
         self.docs = docs
         self.ids = [d["id"] for d in docs]
+        self._doc_tokens = doc_tokens
         if retriever is None:
-            retriever = build_retriever([tokenize(d["lexical"]) for d in docs]) if docs else None
+            if self._doc_tokens is None:
+                self._doc_tokens = [tokenize(d.get("lexical", "")) for d in docs]
+            retriever = build_retriever(self._doc_tokens) if docs else None
         self.retriever = retriever
         vocab = getattr(retriever, "vocab_dict", None) or {}
         self.vocab = {t for t in vocab if t}
@@ -65,5 +68,6 @@ class LexicalIndex:
             return [t for t in terms if self.retriever.contains(t, index)][:limit]
         doc = self._token_sets.get(index)
         if doc is None:
-            doc = self._token_sets[index] = set(tokenize(self.docs[index]["lexical"]))
+            toks = self._doc_tokens[index] if self._doc_tokens is not None else tokenize(self.docs[index].get("lexical", ""))
+            doc = self._token_sets[index] = set(toks)
         return [t for t in terms if t in doc][:limit]

@@ -93,7 +93,7 @@ class LoadedIndex:
 # What every record of docs.json must hold (kb.index.documents.CaseDoc), with its type.
 _DOC_FIELDS: dict[str, type] = {
     "id": str, "title": str, "category": str, "path": str, "signatures": list, "symptoms": list,
-    "tags": list, "lexical": str, "dense_texts": list, "dense_kinds": list, "content_hash": str,
+    "tags": list, "dense_texts": list, "dense_kinds": list, "content_hash": str,
 }
 
 
