@@ -139,3 +139,24 @@ def test_a_family_entry_is_marked_for_a_short_description_only() -> None:
     assert [c.features[j] for c in vague] == [0.0, 1.0]
     log = candidate_features([0, 1], fused, set(), [False, True], [()] * 2, [UNKNOWN] * 2, error_line=True, vague=False)
     assert all(c.features[j] == 0.0 for c in log)
+
+
+def test_a_family_result_names_its_specific_entries_those_shown_with_their_rank() -> None:
+    ev = Evidence.family_members(["a-spec", "b-spec", "c-spec"], [("b-spec", 2)])
+    assert ev.kind is Kind.MEMBERS
+    assert ev.text == "family entry; its specific entries: b-spec (#2), a-spec, c-spec"
+    assert ev.to_json()["members_here"] == [{"id": "b-spec", "rank": 2}]
+    many = Evidence.family_members([f"m{i}" for i in range(9)], [], shown=3)
+    assert many.text.endswith("m0, m1, m2, and 6 more")
+
+
+def test_a_family_answer_lists_its_specific_entries_second(engine) -> None:  # type: ignore[no-untyped-def]
+    ans = engine.search("ValueError: batch size mismatch after generate_sequences with rollout.n=4, hf_rollout")
+    ids = [r.id for r in ans.results]
+    fam = next(r for r in ans.results if r.id == "rollout-n-output-row-count-mismatch")
+    assert fam.evidence[1].kind is Kind.MEMBERS
+    here = dict(fam.evidence[1].members_here)
+    assert "hf-rollout-n-union-batch-size" in fam.evidence[1].members
+    assert here.get("hf-rollout-n-union-batch-size") == ids.index("hf-rollout-n-union-batch-size") + 1
+    # a specific entry says nothing of the kind
+    assert all(e.kind is not Kind.MEMBERS for r in ans.results if r.id == "hf-rollout-n-union-batch-size" for e in r.evidence)

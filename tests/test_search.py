@@ -45,7 +45,9 @@ def test_nccl_paste_finds_the_case_first_with_reasons(engine) -> None:
     assert top.why == [e.text for e in top.evidence]
     sig = [e for e in top.evidence if e.kind is Kind.SIGNATURE]
     assert sig and all(e.signature and e.line in top.matched_lines and "unhandled system error" in e.line for e in sig)
-    assert [e.kind for e in top.evidence if e.kind is not Kind.SIGNATURE] == [Kind.TERMS, Kind.DENSE]
+    # a family entry: which specific entries it lists comes right after the strongest reason
+    assert top.evidence[1].kind is Kind.MEMBERS and top.evidence[1].members
+    assert [e.kind for e in top.evidence if e.kind not in (Kind.SIGNATURE, Kind.MEMBERS)] == [Kind.TERMS, Kind.DENSE]
     assert 0 < (top.evidence[-1].similarity or 0) <= 1
 
 

@@ -445,6 +445,7 @@ class Engine:
                 if not raw.hits.get(r.id):
                     r.confidence, r.p_right = "low", None
         self._mark_near_misses(results, raw)
+        self._list_members(results)
         unedited = self._cap_unedited(results)
         family = self._cap_family(results)
         if abstain and stack.foreign:
@@ -587,6 +588,17 @@ class Engine:
             return False
         p = results[0].p_right
         return p is not None and p < self.weights.ask_below
+
+    def _list_members(self, results: list[Result]) -> None:
+        """A family result says which specific entries it lists, those among these results with their rank."""
+        rank = {r.id: n for n, r in enumerate(results, 1)}
+        for r in results:
+            doc = self.docs[self._position[r.id]]
+            members = [m for m in doc.get("members", []) if m in self._position and m != r.id]
+            if members and (is_family(doc) or doc.get("family", False)):
+                # second, after the strongest reason: views show the first two or three, and for a family which
+                # specific entries it lists is what the user reads next
+                r.evidence.insert(1, Evidence.family_members(members, [(m, rank[m]) for m in members if m in rank]))
 
     def _cap_unedited(self, results: list[Result]) -> list[str]:
         """A draft whose Causes and Fix still say TODO knows an error line, not an answer: never "high"."""

@@ -19,6 +19,7 @@ from typing import Any
 
 LINE_SHOWN = 200  # characters of a matched line quoted in the sentence
 CASE_TEXT_SHOWN = 160  # characters of the closest case text quoted in the sentence
+MEMBERS_SHOWN = 6  # specific entries a family's evidence names
 WEAK_NOTE = "broad pattern: weak evidence"
 # beside a family entry's answer (`Result.capped_family`): the message matched, which cause is not established
 CAUSE_OPEN_NOTE = "cause not established: its checks or Verify steps tell the causes apart"
@@ -34,6 +35,7 @@ class Kind(str, Enum):
     NEAR_MISS = "near_miss"  # a pasted line has a signature's words but other quoted names (kb.search.near_miss)
     DEATH = "death"  # promoted: a process died by SIGKILL, the host-OOM entry explains it (kb.logs.logsearch, kb.logs.death)
     VERSION = "version"  # the paste's version of a package is outside (or inside) the case's range (kb.search.versions)
+    MEMBERS = "members"  # a family entry: the specific entries it lists, those among these results first (CaseDoc.members)
 
 
 def quoted(text: str) -> str:
@@ -65,6 +67,8 @@ class Evidence:
     package: str = ""  # VERSION: the package whose version decided
     pasted_version: str = ""  # VERSION: the version the paste shows
     verdict: str = ""  # VERSION: "excluded" (outside the case's range, ranked down) or "included"
+    members: tuple[str, ...] = ()  # MEMBERS: the specific entries the family lists
+    members_here: tuple[tuple[str, int], ...] = ()  # MEMBERS: those among these results, with their rank
 
     @classmethod
     def signature_hit(cls, signature: str, line: str, weak: bool = False) -> Evidence:
@@ -101,6 +105,17 @@ class Evidence:
         lead = "version, ranked down: " if ranked_down else "version: "
         return cls(Kind.VERSION, lead + text, package=package, pasted_version=pasted_version, verdict=verdict)
 
+    @classmethod
+    def family_members(cls, members: list[str], here: list[tuple[str, int]], shown: int = MEMBERS_SHOWN) -> Evidence:
+        """A family entry lists its specific entries (issue 25: "comes first and lists its specific entries
+        beneath"): the ones in this answer with their rank, then the rest it names."""
+        ranked = [f"{m} (#{rank})" for m, rank in here]
+        others = [m for m in members if m not in {m for m, _ in here}]
+        parts = ranked + others
+        more = f", and {len(parts) - shown} more" if len(parts) > shown else ""
+        return cls(Kind.MEMBERS, "family entry; its specific entries: " + ", ".join(parts[:shown]) + more,
+                   members=tuple(members), members_here=tuple(here))
+
     def to_json(self) -> dict[str, Any]:
         """{kind, text, line} and the typed fields of its kind."""
         out: dict[str, Any] = {"kind": self.kind.value, "text": self.text, "line": self.line}
@@ -116,4 +131,6 @@ class Evidence:
             out.update(signature=self.signature, case_name=self.case_name, pasted_name=self.pasted_name)
         elif self.kind is Kind.VERSION:
             out.update(package=self.package, pasted_version=self.pasted_version, verdict=self.verdict)
+        elif self.kind is Kind.MEMBERS:
+            out.update(members=list(self.members), members_here=[{"id": m, "rank": r} for m, r in self.members_here])
         return out
