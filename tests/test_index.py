@@ -206,3 +206,8 @@ def test_docs_json_keeps_no_bm25_text_and_lost_matrices_are_rebuilt_from_tokens(
     assert [r.id for r in after.results] == [r.id for r in before.results] == ["team-widget-crash"]
     assert after.results[0].scores["lexical"] == pytest.approx(before.results[0].scores["lexical"])
     assert after.results[0].evidence and "frobnicator" in " ".join(e.text for e in after.results[0].evidence)
+    # with neither the matrices nor the tokens the generation is damaged and rebuilt, not searched without BM25
+    (again.generation / "tokens.json").unlink()
+    healed = open_index([team], index_dir=index_dir, progress=False, include_builtin=False)
+    assert healed.generation != again.generation
+    assert Engine(healed).search(paste, use=("lexical",), abstain=False).results[0].id == "team-widget-crash"

@@ -63,7 +63,7 @@ class LoadedIndex:
         return Path(self.manifest["dense"]["model_path"]) / "tokenizer.json"
 
     def lexical_index(self) -> LexicalIndex:
-        """BM25 saved with the generation; built from the documents if it is missing or unreadable."""
+        """BM25 saved with the generation; built from its tokens.json if the matrices are missing or unreadable."""
         return load_lexical(self.generation, self.docs)
 
     def faiss_index(self) -> Any:  # faiss.Index
@@ -151,6 +151,9 @@ def load_generation(root: Path, gen: Path, manifest: dict[str, Any], notes: list
     if not isinstance(dense, dict):
         raise store.IndexCorrupt("the manifest's 'dense' entry is not a mapping")
     check_vectors(vectors, row_case, docs, bool(dense.get("enabled")))
+    if docs and not (gen / "bm25").is_dir() and not (gen / "tokens.json").is_file():
+        # docs.json holds no BM25 text: without the matrices or the tokens, lexical search cannot be had
+        raise store.IndexCorrupt("neither the BM25 matrices (bm25/) nor tokens.json: BM25 cannot be loaded or rebuilt")
     status = IndexStatus(
         root=root,
         cases=len(docs),

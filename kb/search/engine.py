@@ -269,7 +269,6 @@ class Engine:
         self._model: Model | None = None
         self._model_error = ""
         self._distinctive: Distinctive | None = None  # ranking (issue 25): identifiers and version ranges per case
-        self._members: dict[int, list[int]] | None = None  # specific row -> family rows naming it
         self._rank_model: RankModel | None = None
         self._rank_loaded = False
         self._rank_error = ""
@@ -516,11 +515,9 @@ class Engine:
         """The top cases by fused score, with what tells them apart (kb.search.rerank)."""
         if not len(fused):
             return []
-        if self._distinctive is None:
-            self._distinctive = Distinctive(self.docs)
-        dist = self._distinctive
+        dist = self._dist()
         rows = [int(i) for i in np.argsort(-fused, kind="stable")[:CANDIDATES] if fused[i] > 0]
-        gathers = gathered_families(rows, self._members_of(), fused)
+        gathers = gathered_families(rows, dist.families_of, fused)
         rows += [f for f in gathers if f not in rows]
         strong = {self._position[c] for c in raw.hits} - raw.weak_only
         found = paste_identifiers(text)
@@ -533,17 +530,11 @@ class Engine:
             vague=not raw.signals.error_lines and len(text.strip()) < 400,
         )
 
-    def _members_of(self) -> dict[int, list[int]]:
-        """Specific entry row -> the family rows that name it (CaseDoc.members resolved against this corpus)."""
-        if self._members is None:
-            out: dict[int, list[int]] = {}
-            for f, d in enumerate(self.docs):
-                for m in d.get("members", []):
-                    r = self._position.get(m)
-                    if r is not None and r != f:
-                        out.setdefault(r, []).append(f)
-            self._members = out
-        return self._members
+    def _dist(self) -> Distinctive:
+        """Identifiers, version ranges and family members per case (kb.search.rerank.Distinctive), built on first use."""
+        if self._distinctive is None:
+            self._distinctive = Distinctive(self.docs)
+        return self._distinctive
 
     def _version_judgement(self, pasted: dict[str, Version], row: int) -> VersionJudgement:
         """The paste's versions against the entry's range. A family entry's range dates its listed causes, not
@@ -592,10 +583,11 @@ class Engine:
     def _list_members(self, results: list[Result]) -> None:
         """A family result says which specific entries it lists, those among these results with their rank."""
         rank = {r.id: n for n, r in enumerate(results, 1)}
+        named = self._dist().members
         for r in results:
-            doc = self.docs[self._position[r.id]]
-            members = [m for m in doc.get("members", []) if m in self._position and m != r.id]
-            if members and (is_family(doc) or doc.get("family", False)):
+            # only a family entry has members (kb.index.documents.family_members)
+            members = [self.docs[m]["id"] for m in named[self._position[r.id]]]
+            if members:
                 # second, after the strongest reason: views show the first two or three, and for a family which
                 # specific entries it lists is what the user reads next
                 r.evidence.insert(1, Evidence.family_members(members, [(m, rank[m]) for m in members if m in rank]))

@@ -75,7 +75,8 @@ def gathered_families(rows: list[int], members_of: dict[int, list[int]], fused: 
 
 
 class Distinctive:
-    """Per case, the identifiers it names that at most IDENT_MAX_CASES cases name (computed once per engine)."""
+    """Per case, the identifiers it names that at most IDENT_MAX_CASES cases name, and a family's specific
+    entries resolved against this corpus (computed once per engine)."""
 
     def __init__(self, docs: list[CaseDoc]) -> None:
         df: dict[str, int] = {}
@@ -83,12 +84,18 @@ class Distinctive:
             for x in d.get("idents", []):
                 df[x] = df.get(x, 0) + 1
         self.per_case = [frozenset(x for x in d.get("idents", []) if df[x] <= IDENT_MAX_CASES) for d in docs]
-        # A family quotes its specific entries' keys and names in its table: such a name in the paste
-        # separates the specific entry, not the family that lists it.
         pos = {d["id"]: i for i, d in enumerate(docs)}
-        for f, d in enumerate(docs):
-            named = [pos[m] for m in d.get("members", []) if m in pos and pos[m] != f]
+        # family row -> the rows of the specific entries it names (CaseDoc.members that exist here), and back
+        self.members: list[tuple[int, ...]] = [
+            tuple(pos[m] for m in d.get("members", []) if m in pos and pos[m] != f) for f, d in enumerate(docs)
+        ]
+        self.families_of: dict[int, list[int]] = {}
+        for f, named in enumerate(self.members):
+            for m in named:
+                self.families_of.setdefault(m, []).append(f)
             if named:
+                # A family quotes its specific entries' keys and names in its table: such a name in the paste
+                # separates the specific entry, not the family that lists it.
                 theirs = frozenset().union(*(docs[m].get("idents", []) for m in named))
                 self.per_case[f] = self.per_case[f] - theirs
         self.ranges: list[dict[str, Range] | None] = [None] * len(docs)
