@@ -15,7 +15,7 @@ views render from it.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -358,8 +358,11 @@ class Engine:
             lines = [l.text for l in signals.lines]
             if len(lines) > 5000:  # huge paste: error lines and the tail carry the signature
                 lines = [l.text for l in signals.error_lines] + lines[-3000:]
-            lines += template_variants(lines)
-            raw.hits = self.matcher.match(lines, raw.timed_out, unmatched=raw.not_tried)
+            variants = template_variants(lines)
+            raw.hits = self.matcher.match(lines + [v for v, _ in variants], raw.timed_out, unmatched=raw.not_tried)
+            if variants:  # a hit on a rendered raise line is reported on the pasted line it came from
+                source = dict(variants)
+                raw.hits = {c: [replace(x, line=source.get(x.line, x.line)) for x in h] for c, h in raw.hits.items()}
             sig = np.zeros(n, dtype=np.float32)
             weak = self.weak_signatures()
             for cid, h in raw.hits.items():

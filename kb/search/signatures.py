@@ -54,20 +54,21 @@ _WORD_RE = re.compile(r"\w+")
 _FSTRING_RE = re.compile(r"""\bf(["'])(.{8,}?)(?<!\\)\1""")
 _SELF_DOC_RE = re.compile(r"\{\s*([\w.\[\]'\"]+)\s*=\s*(?:![rsa])?(?::[^{}]*)?\}")  # {name=} renders as name=<value>
 _FIELD_RE = re.compile(r"\{[^{}]*\}")
+MAX_TEMPLATE_LINES = 200
 
 
-def template_variants(lines: list[str]) -> list[str]:
-    """For each line quoting an f-string (a traceback's `raise ...(f"...")`), the message as it renders with
-    the values left out: `{data_source=}` -> `data_source=`, `{x}` -> a space. Signature matching reads
-    these beside the pasted lines, so the source form of a message finds the entry that quotes its output."""
+def template_variants(lines: list[str]) -> list[tuple[str, str]]:
+    """For each line quoting an f-string (a traceback's `raise ...(f"...")`), (the message as it renders with
+    the values left out, that pasted line): `{data_source=}` -> `data_source=`, `{x}` -> a space. Signature
+    matching reads these beside the pasted lines, so the source form of a message finds the entry that quotes
+    its output; a hit on one is reported on the pasted line it came from."""
     out = []
-    for line in lines:
-        if "{" not in line or len(line) > 2000:
-            continue
+    quoting = [line for line in lines if "{" in line and ('f"' in line or "f'" in line) and len(line) <= 2000]
+    for line in quoting[:MAX_TEMPLATE_LINES]:  # a traceback has a few raise lines; a hostile paste is not read whole
         for m in _FSTRING_RE.finditer(line):
             body = _FIELD_RE.sub(" ", _SELF_DOC_RE.sub(lambda g: g.group(1) + "=", m.group(2)))
             if len(body.strip()) >= 12:  # a bare "{a} and {b}" says nothing
-                out.append(body)
+                out.append((body, line))
     return out
 
 
