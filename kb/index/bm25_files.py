@@ -19,16 +19,19 @@ if TYPE_CHECKING:
     from kb.index.lexical import LexicalIndex
 
 
+def _read_tokens(generation: Path) -> dict[str, list[str]]:
+    """A generation's tokens.json (tokens key -> BM25 tokens); {} when missing or unreadable."""
+    try:
+        data = json.loads((generation / "tokens.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def _previous_tokens(root: Path) -> dict[str, list[str]]:
     """content hash -> BM25 tokens from the live generation (tokenizing 100k cases takes minutes)."""
     gen = store.current_generation(root)
-    if gen is None:
-        return {}
-    try:
-        data = json.loads((gen / "tokens.json").read_text(encoding="utf-8"))
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError, UnicodeDecodeError):
-        return {}
+    return {} if gen is None else _read_tokens(gen)
 
 
 def write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:
@@ -53,12 +56,7 @@ def write_lexical(root: Path, building: Path, docs: list[CaseDoc]) -> None:
 
 def _saved_tokens(generation: Path, docs: list[CaseDoc]) -> list[list[str]] | None:
     """Each case's BM25 tokens from the generation's tokens.json, in docs order; None if any is missing."""
-    try:
-        data = json.loads((generation / "tokens.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
-    if not isinstance(data, dict):
-        return None
+    data = _read_tokens(generation)
     out = []
     for d in docs:
         toks = data.get(index_fingerprint.tokens_key(d["content_hash"]))

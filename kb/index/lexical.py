@@ -68,6 +68,6 @@ class LexicalIndex:
             return [t for t in terms if self.retriever.contains(t, index)][:limit]
         doc = self._token_sets.get(index)
         if doc is None:
-            toks = self._doc_tokens[index] if self._doc_tokens is not None else tokenize(self.docs[index].get("lexical", ""))
-            doc = self._token_sets[index] = set(toks)
+            # a retriever built here always has its documents' tokens (__init__)
+            doc = self._token_sets[index] = set(self._doc_tokens[index] if self._doc_tokens is not None else ())
         return [t for t in terms if t in doc][:limit]

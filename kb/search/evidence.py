@@ -110,7 +110,8 @@ class Evidence:
         """A family entry lists its specific entries (issue 25: "comes first and lists its specific entries
         beneath"): the ones in this answer with their rank, then the rest it names."""
         ranked = [f"{m} (#{rank})" for m, rank in here]
-        others = [m for m in members if m not in {m for m, _ in here}]
+        listed = {m for m, _ in here}
+        others = [m for m in members if m not in listed]
         parts = ranked + others
         more = f", and {len(parts) - shown} more" if len(parts) > shown else ""
         return cls(Kind.MEMBERS, "family entry; its specific entries: " + ", ".join(parts[:shown]) + more,
