@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from kb.cases.caseset import load_cases
+from kb.index import adapter as query_adapter
 from kb.index import fingerprint as index_fingerprint
 from kb.index import model_export, store
 from kb.index.bm25_files import write_lexical
@@ -58,6 +59,11 @@ def update(
         np.save(building / "rows.npy", row_case, allow_pickle=False)
         write_lexical(root, building, docs)
         write_faiss(building, vectors)
+        fitted = None
+        if dense_info.get("enabled") and len(vectors):
+            fitted = query_adapter.fit(vectors, row_case, [k for d in docs for k in d["dense_kinds"]])
+        if fitted is not None:
+            np.save(building / query_adapter.FILE_NAME, fitted.matrix, allow_pickle=False)
         manifest = {
             "app": "kb",
             "format_version": store.FORMAT_VERSION,
@@ -70,6 +76,7 @@ def update(
             "cases": {d["id"]: {"hash": d["content_hash"], "path": d["path"]} for d in docs},
             "vectors": int(len(vectors)),
             "faiss": faiss_kind(len(vectors)),
+            "adapter": fitted.info if fitted is not None else None,
             "problems": [str(p) for p in caseset.errors],
         }
         (building / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1), encoding="utf-8")

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kb.cases.caseset import case_files
+from kb.index.adapter import ADAPTER_VERSION
 from kb.index.documents import DOC_VERSION
 from kb.index.model import ModelSpec
 from kb.text.tokenize import TOKENIZER_VERSION
@@ -50,7 +51,7 @@ def model_identity(spec: ModelSpec | None) -> dict[str, Any]:
 
 def versions() -> dict[str, int]:
     """The manifest's record of how documents and BM25 tokens were made."""
-    return {"tokenizer_version": TOKENIZER_VERSION, "doc_version": DOC_VERSION}
+    return {"tokenizer_version": TOKENIZER_VERSION, "doc_version": DOC_VERSION, "adapter_version": ADAPTER_VERSION}
 
 
 def is_current(
@@ -69,6 +70,8 @@ def is_current(
         return False
     if manifest.get("tokenizer_version") != TOKENIZER_VERSION or manifest.get("doc_version") != DOC_VERSION:
         return False  # documents or BM25 tokens made another way (vectors of unchanged texts are reused)
+    if manifest.get("adapter_version") != ADAPTER_VERSION:
+        return False  # the query adapter fitted another way, or not at all (kb.index.adapter)
     return True
 
 

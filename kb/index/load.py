@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from kb.index import adapter as query_adapter
 from kb.index import fingerprint as index_fingerprint
 from kb.index import model_export, store
 from kb.index.bm25_files import load_lexical
@@ -47,6 +48,9 @@ class LoadedIndex:
     row_case: np.ndarray  # vector row -> index into docs
     status: IndexStatus
     _faiss: Any = None
+    # the query adapter (kb.index.adapter), None where the generation has none (too few cases, no dense model)
+    adapter: np.ndarray | None = None
+    adapter_scale: tuple[float, float] = (1.0, 0.0)  # scale, shift of its cosines (kb.index.adapter.calibrate)
     _max_norm: float | None = None  # of the vectors' rows (nearest_cases)
     # the case files of each folder as listed when the index was found current (kb.index.opener); None when
     # not known (a rebuild, the previous generation): kb.cases.provenance then lists them itself
@@ -163,7 +167,18 @@ def load_generation(root: Path, gen: Path, manifest: dict[str, Any], notes: list
         problems=list(manifest.get("problems", [])),
         notes=list(notes),
     )
-    return LoadedIndex(root, gen, manifest, docs, vectors.astype(np.float32, copy=False), row_case, status)
+    adapter = None
+    if (gen / query_adapter.FILE_NAME).is_file():
+        adapter = np.load(gen / query_adapter.FILE_NAME, allow_pickle=False)
+        info = manifest.get("adapter")
+        problem = query_adapter.check(adapter, vectors.shape[1] if vectors.ndim == 2 else -1, info)
+        if problem:
+            raise store.IndexCorrupt(problem)
+    loaded = LoadedIndex(root, gen, manifest, docs, vectors.astype(np.float32, copy=False), row_case, status)
+    if adapter is not None:
+        loaded.adapter = adapter.astype(np.float32, copy=False)
+        loaded.adapter_scale = (float(manifest["adapter"]["scale"]), float(manifest["adapter"]["shift"]))
+    return loaded
 
 
 def load_previous(root: Path, notes: list[str]) -> LoadedIndex | None:

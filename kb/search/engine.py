@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from kb.cases.provenance import Origin, OriginMap
+from kb.index import adapter as query_adapter
 from kb.index.documents import CaseDoc
 from kb.index.encoder import EncoderLoad
 from kb.index.opener import LoadedIndex, open_index
@@ -333,10 +334,14 @@ class Engine:
     def _dense_scores(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Dense cosine per case (see `case_cosines`) and the row of its best vector."""
         n = len(self.docs)
-        q = self._encoder.encode_one(text)
+        # mapped by the adapter fitted on the cases' own texts (kb.index.adapter), where the index has one
+        q = query_adapter.apply(self.index.adapter, self._encoder.encode_one(text))
         # The nearest vectors name the candidate cases; the others keep cosine -1 (dense part 0).
         candidates = self.index.nearest_cases(q, int(min(len(self.index.vectors), DENSE_NEIGHBOURS)))
-        return case_cosines(q, self.index.vectors, self.index.row_case, candidates, n, self.weights.dense_second)
+        cos, best_row = case_cosines(q, self.index.vectors, self.index.row_case, candidates, n, self.weights.dense_second)
+        if self.index.adapter is not None:
+            cos = query_adapter.calibrate(cos, *self.index.adapter_scale)
+        return cos, best_row
 
     def score(self, text: str, use: tuple[str, ...] = SCORERS, context: str = "") -> RawScores:
         """Run the scorers; raw numbers, not yet normalised or fused."""
