@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from label_fix_helpers import dev_queries
 
 from kb.cases.caseset import load_cases
 from kb.evaluation.calibration import Outcome, diagram_svg, diagram_text, ece_bins, fit, summarize
@@ -517,11 +518,11 @@ DEV = next((p for p in DEV_CANDIDATES if p.is_file()), None)
 
 @pytest.mark.slow
 def test_dev_floors_and_calibration(engine) -> None:
-    from kb.evaluation.queries import evaluate, load_queries
+    from kb.evaluation.queries import evaluate
 
     assert DEV is not None, f"dev queries missing: none of {DEV_CANDIDATES} exists (CI has them; a missing set fails, never skips)"
 
-    report = evaluate(engine, load_queries(DEV))  # type: ignore[arg-type]
+    report = evaluate(engine, dev_queries(DEV))  # type: ignore[arg-type]
     fused = report["scorers"]["fused"]
     # Issue 13's floors are R@1 >= 0.92 and R@3 >= 0.97. With 296 entries R@3 is
     # 0.952: two vague symptom queries (q091, q109) fall out of the top 3 behind

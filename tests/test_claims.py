@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from label_fix_helpers import dev_queries
 
 from kb.evaluation.queries import evaluate, load_queries
 
@@ -53,7 +54,7 @@ def test_report_sample_holds_the_readme_figures(engine) -> None:
 def test_dev_floors_and_readme_figures(engine) -> None:
     assert DEV.is_file(), f"{DEV} is missing: CI has the dev queries beside the checkout; a missing set fails, never skips"
     c = _claims()
-    fused = evaluate(engine, load_queries(DEV))["scorers"]["fused"]
+    fused = evaluate(engine, dev_queries(DEV))["scorers"]["fused"]
     assert fused["recall@1"] >= max(0.92, c["dev_r1"] - MARGIN)
     assert fused["recall@3"] >= max(0.95, c["dev_r3"] - MARGIN)
 

@@ -7,7 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kb.evaluation.queries import evaluate, load_queries
+from label_fix_helpers import dev_queries
+
+from kb.evaluation.queries import evaluate
 
 DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "dev.jsonl"
 
@@ -15,7 +17,7 @@ DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "eval" / "dev.j
 def test_dev_queries_floor(engine) -> None:
     # CI has the dev set beside the checkout: its absence is a failure, never a skip
     assert DEV.is_file(), f"{DEV} is missing: the dev queries (../shared/eval/dev.jsonl) must be beside the checkout"
-    report = evaluate(engine, load_queries(DEV))
+    report = evaluate(engine, dev_queries(DEV))
     fused = report["scorers"]["fused"]
     # README figures: R@1 0.929, R@3 0.952, 6/6 abstained. Floors sit at or a little below.
     assert report["skipped"] == []

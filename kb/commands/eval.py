@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+from typing import Any
 
 from kb.commands.common import add_index_options
 from kb.core.errors import UsageError
@@ -28,6 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--diagram", type=Path, metavar="SVG", help="also write the reliability diagram as an SVG picture")
     p.add_argument("--fit", action="store_true", help="fit the second ranking stage, then the confidence model, on these files (folds by thread) and write both")
     p.add_argument("--out", type=Path, metavar="JSON", help="where --fit writes the confidence model (default: kb/search/confidence.json; the ranking weights go beside it as rank.json)")
+    p.add_argument("--raw-labels", action="store_true",
+                   help="measure the labels as given, without the checkout's eval/label-fixes.jsonl (rows that also accept an entry their thread establishes)")
     p.add_argument("--growth", action="store_true", help="covered R@1 with random 50 %% / 75 %% / 100 %% of the entries (same seeds)")
     p.add_argument("--folds", type=int, default=5, metavar="K", help="cross-validation folds for --fit (default 5)")
     p.add_argument("--logs", type=Path, nargs="?", const=DEFAULT_LOGS, metavar="DIR",
@@ -35,6 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--verbose", action="store_true", help="with --logs: one row per log")
     add_index_options(p)
     p.set_defaults(func=run)
+
+
+def _label_fixes(queries: list[Any]) -> list[Any]:
+    """The checkout's label fixes (kb.evaluation.label_fixes), or none outside a checkout."""
+    from kb.evaluation.label_fixes import DEFAULT_FIXES, load_fixes
+
+    return load_fixes(DEFAULT_FIXES) if queries and DEFAULT_FIXES.is_file() else []
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,8 +61,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         for f in args.file:
             queries.extend(load_queries(f))
+        fixed = [] if args.raw_labels else _label_fixes(queries)
     except EvalFileError as exc:
         raise UsageError(str(exc)) from exc
+    if fixed:
+        from kb.evaluation.label_fixes import apply_fixes
+
+        queries, used = apply_fixes(queries, fixed)
+        for fix in used:
+            print(f"kb: label fix: {fix.file} {fix.id} also accepts {', '.join(fix.also)} (eval/label-fixes.jsonl; "
+                  f"--raw-labels for the labels as given)", file=sys.stderr)
     if args.folds < 2:
         raise UsageError("--folds must be at least 2")
     engine = Engine.open(args.cases, index_dir=args.index_dir, model_dir=args.model_dir)
