@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from kb.index import adapter as query_adapter
 from kb.logs.logsearch import search_text
 from kb.search.confidence import grouped_folds
 from kb.search.engine import Answer, Engine
@@ -138,6 +139,20 @@ GROWTH_FRACTIONS = (0.5, 0.75, 1.0)
 GROWTH_SEEDS = tuple(range(1, 17))
 
 
+def _fit_subset_adapter(engine: Engine, keep: np.ndarray) -> None:
+    """The query adapter (kb.index.adapter) as the subset's own index would have it: fitted on the kept entries
+    alone, so the entries left out teach the map nothing (None where the subset is too small to fit one)."""
+    idx = engine.index
+    if idx.adapter is None:
+        return
+    rows = keep[idx.row_case]
+    kinds = [k for d in engine.docs for k in d["dense_kinds"]]
+    renumbered = (np.cumsum(keep) - 1)[idx.row_case[rows]]
+    fitted = query_adapter.fit(idx.vectors[rows], renumbered, [k for k, r in zip(kinds, rows) if r])
+    idx.adapter = fitted.matrix if fitted is not None else None
+    idx.adapter_scale = (fitted.info["scale"], fitted.info["shift"]) if fitted is not None else (1.0, 0.0)
+
+
 def growth(engine: Engine, queries: list[Any], fractions: tuple[float, ...] = GROWTH_FRACTIONS,
            seeds: tuple[int, ...] = GROWTH_SEEDS) -> list[dict[str, Any]]:
     """Covered R@1 with random subsets of the entries (the same seeds for every fraction).
@@ -160,6 +175,9 @@ def growth(engine: Engine, queries: list[Any], fractions: tuple[float, ...] = GR
             keep[rng.permutation(len(ids))[: int(round(frac * len(ids)))]] = True
             kept = {ids[i] for i in np.where(keep)[0]}
             engine.keep = keep if frac < 1.0 else None
+            saved = engine.index.adapter, engine.index.adapter_scale
+            if frac < 1.0:
+                _fit_subset_adapter(engine, keep)
             try:
                 hits = 0
                 rows = []
@@ -175,6 +193,7 @@ def growth(engine: Engine, queries: list[Any], fractions: tuple[float, ...] = GR
                         hits += full[n]
             finally:
                 engine.keep = None
+                engine.index.adapter, engine.index.adapter_scale = saved
             r1s.append(hits / len(rows) if rows else 0.0)
             # with every entry loaded a row may also be answered by an entry the subset dropped: count it right
             same.append(sum(full[n] for n in rows) / len(rows) if rows else 0.0)
