@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-ADAPTER_VERSION = 8  # in the manifest: an index fitted another way (or not at all) is rebuilt
+ADAPTER_VERSION = 10  # in the manifest: an index fitted another way (or not at all) is rebuilt
 FILE_NAME = "adapter.npy"
 
 TEMPERATURE = 0.05  # of the softmax over cases (cosines span about 0.2-0.9)
