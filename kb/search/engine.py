@@ -81,7 +81,7 @@ class Weights:
     # A description with no error line whose best entry the confidence model gives less than this
     # chance of being right gets a question instead of a guess (issue 24: a report whose cause nothing
     # establishes is served by a question that narrows it). Measured in docs/search.md; 0 turns it off.
-    ask_below: float = 0.12
+    ask_below: float = 0.15
 
     def level(self, score: float) -> Level:
         """The score band of a fused score: "high", "medium" or "low"."""
