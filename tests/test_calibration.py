@@ -639,8 +639,10 @@ def test_a_vague_description_gets_a_question_not_an_unlikely_guess(engine) -> No
     """Issue 24: a report with no error line whose best entry the model gives < ask_below is declined with
     the question, the closest entries still listed; an error line keeps the answer (whatever its p)."""
     # "GRPO run on 4 nodes behaves strangely" was the probe until the slowness family learned how users word
-    # multi-node GRPO reports (7 December, night): its best entry rose to p 0.15, above ask_below
-    vague = "GRPO run behaves strangely"
+    # multi-node GRPO reports (7 December, night): its best entry rose to p 0.15, above ask_below. "GRPO run
+    # behaves strangely" was next, until the query adapter (7 December, evening) left its best fused score
+    # under the abstention threshold, so it was declined before the ask rule was reached
+    vague = "GRPO training behaves strangely on my cluster"
     ans = engine.search(vague)
     assert ans.abstained and ans.results == [] and ans.question and ans.nearest, ans.notes
     assert any("asks instead of guessing" in n for n in ans.notes)

@@ -160,3 +160,17 @@ def test_a_family_answer_lists_its_specific_entries_second(engine) -> None:  # t
     assert here.get("hf-rollout-n-union-batch-size") == ids.index("hf-rollout-n-union-batch-size") + 1
     # a specific entry says nothing of the kind
     assert all(e.kind is not Kind.MEMBERS for r in ans.results if r.id == "hf-rollout-n-union-batch-size" for e in r.evidence)
+
+
+def test_a_broad_line_does_not_outrank_the_message_that_names_the_failure() -> None:
+    # row 0 matched only a broad pattern (CUDA's "kernel errors might be asynchronously reported", a longer line
+    # that scored higher); row 1's specific signature matched a line row 0 did not ("CUDA error: unknown error")
+    fused, cands = _cands([False, True, False], strong={1})
+    w0 = np.zeros(len(RANK_FEATURES))
+    w0[0] = 1.0
+    model = RankModel(w0, {})
+    assert int(np.argmax(rerank_order(fused, cands, model))) == 0  # without the rule the broad line wins
+    out = rerank_order(fused, cands, model, outexplained={0: {1}})
+    assert int(np.argmax(out)) == 1 and out[0] > out[2]  # below the specific match only, not below everything
+    # the same line matched by both (no entry in `outexplained`): the scores decide
+    assert int(np.argmax(rerank_order(fused, cands, model, outexplained={}))) == 0

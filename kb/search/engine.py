@@ -411,7 +411,7 @@ class Engine:
         # --- ranking (issue 25): family versus specific, versions; learned adjustment of the top candidates
         cands = self._candidates(text, raw, fused) if tuple(use) == SCORERS else []
         base = fused
-        fused = rerank_order(fused, cands, self.rank_model() if cands else None)
+        fused = rerank_order(fused, cands, self.rank_model() if cands else None, self._outexplained(raw, cands))
         by_row = {c.row: c for c in cands}
         # --- end ranking
         ranking = np.argsort(-fused, kind="stable")
@@ -578,6 +578,19 @@ class Engine:
                 r.capped_family = True
                 capped.append(r.id)
         return capped
+
+    def _outexplained(self, raw: RawScores, cands: list[Candidate]) -> dict[int, set[int]]:
+        """Candidates whose signature hits are all broad -> the candidates whose specific signature matched a
+        pasted line they did not (kb.search.rerank.rerank_order puts the former below the latter)."""
+        rows = {c.row for c in cands}
+        lines = {self._position[cid]: {h.line for h in hits} for cid, hits in raw.hits.items()}
+        strong = [r for r in rows if r in lines and r not in raw.weak_only]
+        out: dict[int, set[int]] = {}
+        for w in rows & raw.weak_only:
+            better = {s for s in strong if lines[s] - lines.get(w, set())}
+            if better:
+                out[w] = better
+        return out
 
     def _ask_instead(self, results: list[Result], signals: Signals) -> bool:
         """Decline with a question: the paste is a description (no error line) and the fitted model gives the

@@ -231,13 +231,21 @@ def fit_conditional_logit(groups: list[tuple[np.ndarray, np.ndarray]], l2: float
     return w
 
 
-def rerank_order(fused: np.ndarray, cands: list[Candidate], model: RankModel | None) -> np.ndarray:
+def rerank_order(fused: np.ndarray, cands: list[Candidate], model: RankModel | None,
+                 outexplained: dict[int, set[int]] | None = None) -> np.ndarray:
     """Fused scores with each candidate's adjustment added (a copy).
 
     A candidate whose version range excludes the paste's version then goes below every candidate whose
     range does not (issue 25: "an entry whose versions exclude the user's is ranked down"). A rule, not a
     weight: such candidates are rarely right (0 of 66 on the labelled sets, 7 December) but rarely above
-    the right entry either, so the fit has almost nothing to learn a weight from (it learned ~0)."""
+    the right entry either, so the fit has almost nothing to learn a weight from (it learned ~0).
+
+    A candidate whose only signature hits are broad patterns (a line many failures print, such as CUDA's
+    "kernel errors might be asynchronously reported") goes below the best candidate whose specific signature
+    matched a pasted line it did not (`outexplained`: its row -> those rows): broad patterns are weak
+    evidence, and a longer broad line must not outscore the message that names the failure. Two entries
+    matching the same line (a family's broad pattern and a member's literal) are left to the scores: neither
+    explains more of the paste."""
     out = fused.copy()
     if model is None:
         return out
@@ -249,5 +257,9 @@ def rerank_order(fused: np.ndarray, cands: list[Candidate], model: RankModel | N
         for c in cands:
             if c.version.verdict == "excluded" and out[c.row] >= floor:
                 out[c.row] = max(0.0, floor - 1e-4)
+    for weak_row, strong_rows in (outexplained or {}).items():
+        best = max((out[r] for r in strong_rows), default=None)
+        if best is not None and out[weak_row] >= best:
+            out[weak_row] = max(0.0, best - 1e-4)
     return out
 
