@@ -170,7 +170,9 @@ def test_a_declared_family_entry_is_never_high(engine) -> None:
     top = answer.results[0]
     assert top.id == "cuda-error-cause-hidden"
     assert top.confidence == "medium"
-    assert any("tell them apart" in n for n in answer.notes), answer.notes
+    # the note says why when the cap lowered it; a family the model itself puts at "medium" needs no cap
+    # (the 838-entry model gives this paste p 0.71, under its "high" threshold; the OOM test below is capped)
+    assert top.capped_family == any("tell them apart" in n for n in answer.notes), answer.notes
 
 
 def test_a_structural_family_is_never_high_and_a_one_cause_entry_still_is(engine) -> None:
