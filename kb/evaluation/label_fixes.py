@@ -9,11 +9,10 @@ measures the labels as given.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from kb.evaluation.queries import EvalFileError, EvalQuery
+from kb.evaluation.queries import EvalFileError, EvalQuery, read_jsonl
 
 DEFAULT_FIXES = Path(__file__).resolve().parent.parent.parent / "eval" / "label-fixes.jsonl"
 
@@ -29,17 +28,7 @@ class LabelFix:
 def load_fixes(path: Path) -> list[LabelFix]:
     """The fixes of `path`; EvalFileError naming the line of a malformed one."""
     fixes: list[LabelFix] = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EvalFileError(f"cannot read {path}: {exc}") from exc
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except ValueError as exc:
-            raise EvalFileError(f"{path}:{n}: not JSON: {exc}") from exc
+    for n, obj in read_jsonl(path):
         also = obj.get("also") if isinstance(obj, dict) else None
         if (not isinstance(obj, dict) or not all(isinstance(obj.get(k), str) and obj[k] for k in ("file", "id", "why"))
                 or not isinstance(also, list) or not also or not all(isinstance(a, str) for a in also)):

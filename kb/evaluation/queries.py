@@ -51,19 +51,26 @@ class EvalQuery:
     file: str = ""  # the file it was read from (figures per file)
 
 
-def load_queries(path: Path) -> list[EvalQuery]:
-    queries: list[EvalQuery] = []
+def read_jsonl(path: Path) -> list[tuple[int, Any]]:
+    """(line number, parsed value) of each non-blank line; EvalFileError naming the file or the line."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise EvalFileError(f"cannot read {path}: {exc}") from exc
+    out: list[tuple[int, Any]] = []
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            out.append((n, json.loads(line)))
         except ValueError as exc:
             raise EvalFileError(f"{path}:{n}: not JSON: {exc}") from exc
+    return out
+
+
+def load_queries(path: Path) -> list[EvalQuery]:
+    queries: list[EvalQuery] = []
+    for n, obj in read_jsonl(path):
         if not isinstance(obj, dict) or not isinstance(obj.get("query"), str) or not isinstance(obj.get("expected"), list):
             raise EvalFileError(f"{path}:{n}: needs \"query\" (string) and \"expected\" (list of case ids)")
         in_scope = obj.get("in_scope", True)
