@@ -23,7 +23,7 @@ from kb.cases.caseset import load_cases
 from kb.evaluation.calibration import Outcome, diagram_svg, diagram_text, ece_bins, fit, summarize
 from kb.index.documents import build_doc
 from kb.search.background import default_healthy_dir, healthy_findings, read_healthy, weak_signatures
-from kb.search.confidence import FEATURES, MODEL_PATH, ConfidenceFeatures, Model, ModelFileError, grouped_folds, load_model, pick_high
+from kb.search.confidence import FEATURES, MODEL_PATH, ConfidenceFeatures, Model, ModelFileError, asks, grouped_folds, load_model, pick_high
 from kb.text.stack import LABELS, detect
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -651,8 +651,42 @@ def test_a_vague_description_gets_a_question_not_an_unlikely_guess(engine) -> No
     assert with_line.signals.error_lines and not any("asks instead" in n for n in with_line.notes)
     saved = engine.weights
     try:
-        engine.weights = dataclasses.replace(saved, ask_below=0.0)
+        engine.weights = dataclasses.replace(saved, ask_below=0.0, ask_specific_below=0.0)
         answered = engine.search(vague)
     finally:
         engine.weights = saved
     assert not answered.abstained and answered.results[0].id == ans.nearest[0].id and answered.results[0].confidence == "low"
+
+
+def test_the_ask_rule_reads_p_and_whether_a_specific_entry_is_told_apart() -> None:
+    """kb.search.confidence.asks: a description is asked about below ask_below whatever its top entry, and
+    below ask_specific_below only when that entry is a specific one nothing in the paste separates; a paste
+    with an error line, or a top entry the model did not score, is always answered."""
+    plain = ConfidenceFeatures()
+    unsep = ConfidenceFeatures(specific_unseparated=1.0)
+    assert asks(plain, 0.10, 0.15, 0.25) and asks(unsep, 0.10, 0.15, 0.25)
+    assert not asks(plain, 0.20, 0.15, 0.25)  # a family entry, or a separated specific one, keeps its answer
+    assert asks(unsep, 0.20, 0.15, 0.25)
+    assert not asks(unsep, 0.30, 0.15, 0.25)
+    assert not asks(ConfidenceFeatures(error_line=1.0, specific_unseparated=1.0), 0.01, 0.15, 0.25)
+    assert not asks(unsep, None, 0.15, 0.25)
+    assert "specific_unseparated" not in FEATURES  # what the rule reads is not a model input
+
+
+@pytest.mark.slow
+def test_a_specific_entry_nothing_separates_gets_a_question_a_family_keeps_its_answer(engine) -> None:
+    """Issue 25: 'a specific entry wins only with evidence that tells it apart'. With the specific-entry threshold
+    at 1 (and the general one off) every description whose best entry is a specific one with no signature and no
+    name of its own is asked about, with the note saying why; a family entry at the top keeps its answer."""
+    saved = engine.weights
+    try:
+        engine.weights = dataclasses.replace(saved, ask_below=0.0, ask_specific_below=1.0)
+        vague = engine.search("the wandb curves stop updating after a few steps")
+        hang = engine.search("training hangs after the first step with no error")
+    finally:
+        engine.weights = saved
+    assert vague.abstained and vague.question and vague.nearest and vague.features is not None
+    assert vague.features.specific_unseparated == 1.0
+    assert any("nothing in the paste tells the closest entry" in n for n in vague.notes), vague.notes
+    assert not hang.abstained and hang.results[0].id == "training-hang-no-progress"
+    assert hang.features is not None and hang.features.specific_unseparated == 0.0

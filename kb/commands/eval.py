@@ -161,7 +161,7 @@ def _fit(args: argparse.Namespace, engine, queries, outcomes) -> int:  # type: i
     from kb.evaluation.rank_fit import RankRow, family_ids, family_row, fit_rank, format_rank
     from kb.search.rerank import RANK_PATH
 
-    engine.weights = dataclasses.replace(engine.weights, ask_below=0.0)
+    engine.weights = dataclasses.replace(engine.weights, ask_below=0.0, ask_specific_below=0.0)
     fams = family_ids(engine)
     rank_rows = [RankRow(q.id, q.source.split("#")[0].rstrip("/"), q.file, q.expected, family_row(q.expected, q.cause_known, fams))
                  for q in queries]

@@ -282,12 +282,14 @@ def fit(outcomes: list[Outcome], k: int = 5, sources: list[str] | None = None) -
 def _asked_held_out(rows: list[Outcome], held: np.ndarray) -> dict[str, Any]:
     """The ask rule (kb.search.engine.Weights.ask_below) on held-out p: answers to descriptions (no error line)
     it would turn into a question, and how many of those were right (answers lost)."""
+    from kb.search.confidence import asks
     from kb.search.engine import DEFAULT_WEIGHTS
 
-    ask = np.array([o.features is not None and not o.features.error_line for o in rows]) & (held < DEFAULT_WEIGHTS.ask_below)
+    w = DEFAULT_WEIGHTS
+    ask = np.array([o.features is not None and asks(o.features, float(p), w.ask_below, w.ask_specific_below) for o, p in zip(rows, held)], dtype=bool)
     right = np.array([o.right for o in rows], dtype=bool)
     covered = np.array([o.covered for o in rows], dtype=bool)
-    return {"ask_below": DEFAULT_WEIGHTS.ask_below, "asked": int(ask.sum()), "asked_right": int((ask & right).sum()),
+    return {"ask_below": w.ask_below, "ask_specific_below": w.ask_specific_below, "asked": int(ask.sum()), "asked_right": int((ask & right).sum()),
             "asked_no_case": int((ask & ~covered).sum())}
 
 
@@ -303,7 +305,9 @@ def format_fit(model: Model) -> list[str]:
     lines.append(f"  no-case queries declined or low: {h['no_case_declined_or_low']}/{h['no_case_queries']} "
                  f"({h['no_case_declined_or_low_share']:.0%}), high {h['no_case_high']}; ECE {h['ece']:.3f}")
     if "asked" in h:
-        lines.append(f"  asked instead of answered (no error line, p < {h['ask_below']:g}): {h['asked']}, "
+        rule = f"p < {h['ask_below']:g}" + (f", or a specific entry nothing separates and p < {h['ask_specific_below']:g}"
+                                            if h.get("ask_specific_below") else "")
+        lines.append(f"  asked instead of answered (no error line, {rule}): {h['asked']}, "
                      f"of which {h['asked_right']} were right and {h['asked_no_case']} had no entry")
     return lines
 

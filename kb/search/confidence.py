@@ -63,6 +63,9 @@ class ConfidenceFeatures:
     sig_shared: float = 0.0
     version_excluded: float = 0.0
     version_included: float = 0.0
+    # not a model input (FEATURES): the ask rule reads it. The top case is a specific entry (neither a family by
+    # tag nor by structure) and nothing in the paste tells it apart (no specific signature, no identifier).
+    specific_unseparated: float = 0.0
 
     def vector(self) -> np.ndarray:
         return np.array([getattr(self, f) for f in FEATURES], dtype=np.float64)
@@ -80,6 +83,16 @@ class ConfidenceFeatures:
         """Something tells the top case apart from a case whose signature matched the same lines:
         an identifier only it (and few others) names, or the paste's version inside its range."""
         return self.ident > 0 or self.version_included > 0
+
+
+def asks(features: ConfidenceFeatures, p: float | None, ask_below: float, ask_specific_below: float) -> bool:
+    """The ask rule (issue 24): a description (no error line) is declined with a question when its best entry
+    is unlikely (p < ask_below), or when that entry is a specific one that nothing in the paste tells apart and
+    is not likely either (p < ask_specific_below): issue 25's "a specific entry wins only with evidence that
+    tells it apart", for the reports no family entry fits."""
+    if p is None or features.error_line:
+        return False
+    return p < ask_below or (features.specific_unseparated > 0 and p < ask_specific_below)
 
 
 @dataclass(frozen=True)

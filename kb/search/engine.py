@@ -26,11 +26,12 @@ from kb.index import adapter as query_adapter
 from kb.index.documents import CaseDoc
 from kb.index.encoder import EncoderLoad
 from kb.index.opener import LoadedIndex, open_index
-from kb.search.confidence import ConfidenceFeatures, Level, Model, ModelFileError, load_model
+from kb.search.confidence import ConfidenceFeatures, Level, Model, ModelFileError, asks, load_model
 from kb.search.evidence import Evidence
 from kb.search.near_miss import near_miss
 from kb.search.rerank import (
     CANDIDATES,
+    RANK_FEATURES,
     Candidate,
     Distinctive,
     RankFileError,
@@ -82,6 +83,9 @@ class Weights:
     # chance of being right gets a question instead of a guess (issue 24: a report whose cause nothing
     # establishes is served by a question that narrows it). Measured in docs/search.md; 0 turns it off.
     ask_below: float = 0.15
+    # the same for a specific entry with nothing in the paste that tells it apart (no specific signature, no
+    # identifier): kb.search.confidence.asks; measured in docs/search.md; 0 turns it off
+    ask_specific_below: float = 0.25
 
     def level(self, score: float) -> Level:
         """The score band of a fused score: "high", "medium" or "low"."""
@@ -457,7 +461,8 @@ class Engine:
         family = self._cap_family(results)
         if abstain and stack.foreign:
             abstained = True
-        asked = abstain and not abstained and self._ask_instead(results, signals)
+        asked = abstain and not abstained and bool(results) and features is not None and asks(
+            features, results[0].p_right, w.ask_below, w.ask_specific_below)
         abstained = abstained or asked
         nearest = results[:3] if abstained else []
         question = "" if not abstained or stack.foreign or signals.error_lines else DECLINE_QUESTION
@@ -471,9 +476,13 @@ class Engine:
             notes.append(f"{', '.join(unedited)}: an unedited draft (its Causes and Fix still say TODO), so at most medium")
         if family:
             notes.append(f"{', '.join(family)}: an entry for a symptom with several possible causes; its checks or Verify steps tell them apart, so at most medium")
-        if asked:
+        if asked and (results[0].p_right or 0.0) < w.ask_below:
             notes.append(f"no error line, and the closest entry is unlikely to be right ({results[0].p_right:.0%} < "
                          f"{w.ask_below:.0%}): kb asks instead of guessing; the closest entries are listed, not matches")
+        elif asked:
+            notes.append(f"no error line, and nothing in the paste tells the closest entry, a specific cause, apart from the "
+                         f"others ({results[0].p_right:.0%} < {w.ask_specific_below:.0%}, no signature or name of its own): "
+                         "kb asks instead of guessing; the closest entries are listed, not matches")
         if signals.error_lines and all("cut-traceback" in l.kinds for l in signals.error_lines):
             notes.append("the traceback stops before its exception line: kb read its last frame; "
                          "the lines after it (the error itself) would make the answer firmer")
@@ -592,15 +601,6 @@ class Engine:
                 out[w] = better
         return out
 
-    def _ask_instead(self, results: list[Result], signals: Signals) -> bool:
-        """Decline with a question: the paste is a description (no error line) and the fitted model gives the
-        best entry less than `ask_below` chance. Such answers were right about 1 time in 7 on the report
-        sample; most were reports whose cause nothing establishes, which a question serves better."""
-        if not results or signals.error_lines:
-            return False
-        p = results[0].p_right
-        return p is not None and p < self.weights.ask_below
-
     def _list_members(self, results: list[Result]) -> None:
         """A family result says which specific entries it lists, those among these results with their rank."""
         rank = {r.id: n for n, r in enumerate(results, 1)}
@@ -692,7 +692,17 @@ class Engine:
             sig_shared=1.0 if shared else 0.0,
             version_excluded=1.0 if cand is not None and cand.version.verdict == "excluded" else 0.0,
             version_included=1.0 if cand is not None and cand.version.verdict == "included" else 0.0,
+            specific_unseparated=1.0 if self._specific_unseparated(i, cand, sig is not None and sig[i] > 0 and not weak_only) else 0.0,
         )
+
+    def _specific_unseparated(self, i: int, cand: Candidate | None, strong_hit: bool) -> bool:
+        """A specific entry (neither a family by tag nor by structure) that nothing in the paste tells apart."""
+        doc = self.docs[i]
+        if is_family(doc) or doc.get("family", False):
+            return False
+        if cand is not None:
+            return not (cand.features[RANK_FEATURES.index("strong_sig")] > 0 or cand.features[RANK_FEATURES.index("ident")] > 0)
+        return not strong_hit
 
     def _result(self, i: int, score: float, parts: dict[str, np.ndarray], raw: RawScores, cand: Candidate | None = None) -> Result:
         doc = self.docs[i]
