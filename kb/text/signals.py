@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from kb.text.report_template import environment_lines, is_boilerplate
 from kb.text.variable_tokens import normalise
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # a log is read up to this size (then signals keep head, tail, errors)
@@ -88,7 +89,7 @@ class SignalLine:
 
     @property
     def is_error(self) -> bool:
-        return bool(self.kinds - {"frame", "context"})
+        return bool(self.kinds - {"frame", "context", "environment"})
 
 
 @dataclass
@@ -102,20 +103,27 @@ class Signals:
     def cleaned_text(self) -> str:
         return "\n".join(line.text for line in self.lines)
 
+    def _described(self) -> list[SignalLine]:
+        """Without error lines, what the author wrote: every line but an environment dump's (when there is more)."""
+        own = [l for l in self.lines if "environment" not in l.kinds]
+        return own if own else self.lines
+
     @property
     def rest_text(self) -> str:
-        """The lines that are not error lines (context for the scorers, weighted less)."""
+        """The lines that are not error lines (context for the scorers, weighted less); for a description,
+        its environment dump (kb.text.report_template)."""
         if not self.error_lines:
-            return ""
+            own = {id(l) for l in self._described()}
+            return "\n".join(l.text for l in self.lines if id(l) not in own)
         picked = {id(l) for l in self.error_lines}
         return "\n".join(l.text for l in self.lines if id(l) not in picked)
 
     @property
     def focus_text(self) -> str:
-        """What the scorers should read: the error lines, else the whole cleaned text."""
+        """What the scorers should read: the error lines, else the author's own lines."""
         if self.error_lines:
             return "\n".join(line.text for line in self.error_lines)
-        return self.cleaned_text
+        return "\n".join(line.text for line in self._described())
 
 
 def decode_bytes(data: bytes) -> str:
@@ -245,8 +253,8 @@ def _classify(lines: list[SignalLine]) -> None:
     in_traceback = False
     for i, line in enumerate(lines):
         text = line.text.strip()
-        if not text:
-            continue
+        if not text or "environment" in line.kinds:
+            continue  # an environment dump's "Key : value" lines are not errors ("No verl installed: ...")
         if text.startswith(TRACEBACK_START):
             line.kinds.add("traceback")
             in_traceback = True
@@ -283,10 +291,16 @@ def extract(text: str) -> Signals:
         text = SURROGATE_RE.sub("\ufffd", text)
     by_norm: dict[str, SignalLine] = {}
     order: list[SignalLine] = []
-    for raw in text.split("\n"):
-        cleaned, kinds = clean_line(raw)
-        if not cleaned.strip():
+    cleaned_lines = [clean_line(raw) for raw in text.split("\n")]
+    # an issue form's headings and checkbox options say nothing about this failure: dropped, and read as
+    # an empty line, which ends an environment dump's block
+    boiler = [is_boilerplate(c) for c, _ in cleaned_lines]
+    environment = environment_lines(["" if b else c for (c, _), b in zip(cleaned_lines, boiler)])
+    for n, ((cleaned, kinds), drop) in enumerate(zip(cleaned_lines, boiler)):
+        if not cleaned.strip() or drop:
             continue
+        if n in environment:
+            kinds = kinds | {"environment"}
         # A frame's file is what tells it apart ("File <path>, line <num>, in <module>" would
         # fold a whole import chain into its first frame); ranks repeat frames verbatim anyway.
         norm = cleaned.strip() if FRAME_RE.match(cleaned) else normalise(cleaned.strip())

@@ -1,0 +1,114 @@
+"""A pasted issue report: its form's headings and checkboxes are dropped, its environment dump is read last."""
+
+from __future__ import annotations
+
+from kb.text.report_template import environment_lines, is_boilerplate
+from kb.text.signals import extract
+
+# the shape of a real verl bug report: the form of .github/ISSUE_TEMPLATE/bug-report.yml and the output of
+# scripts/diagnose.py, as they come pasted together
+VERL_REPORT = """[Bug] Rollout infer_tp size is incorrectly set
+
+### System Info
+
+----------Python Info----------
+Version      : 3.10.12
+Compiler     : GCC 11.4.0
+------------Pip Info-----------
+vllm         :  0.10.0
+torch        : 2.7.1+cu126
+----------verl Info-----------
+Version      : 0.7.0.dev
+----------Environment----------
+VERL_LOGGING_LEVEL=''
+CUDA Runtime : 12.6
+----------System Info----------
+GPU Count       : 2
+GPU 1   Type    : NVIDIA A100 80GB PCIe
+
+### Information
+
+- [ ] The official example scripts
+- [x] My own modified scripts
+
+### Tasks
+
+- [x] An officially supported task in the `examples` folder (such as GLUE/SQuAD, ...)
+- [ ] My own task or dataset (give details below)
+
+### Reproduction
+
+ACTOR_TP=1
+rollout.tensor_model_parallel_size is ignored and every server gets both GPUs
+
+### Expected behavior
+
+the rollout uses tp 1
+"""
+
+VLLM_REPORT = """[Bug]: cpu memory not released when wake up the vLLM instance
+
+### Your current environment
+
+<details>
+<summary>The output of `python collect_env.py`</summary>
+
+```text
+root@host:/workspace# python3 collect_env.py
+INFO 04-15 11:22:23 [__init__.py:239] Automatically detected platform cuda.
+Collecting environment information...
+PyTorch version: 2.6.0+cu124
+GPU 0: NVIDIA A800 80GB PCIe
+/usr/lib/x86_64-linux-gnu/libcudnn.so.9.1.0
+```
+
+</details>
+
+### 🐛 Describe the bug
+
+after wake_up the host memory of the sleeping engine is never given back
+"""
+
+
+def test_the_forms_headings_and_checkboxes_are_not_read() -> None:
+    s = extract(VERL_REPORT)
+    texts = [line.text for line in s.lines]
+    assert not any(t.startswith("###") for t in texts)
+    assert not any("official example scripts" in t or "GLUE/SQuAD" in t for t in texts)
+    assert "ACTOR_TP=1" in texts  # the author's own lines stay, a shell assignment included
+    assert is_boilerplate("### Expected behavior") and is_boilerplate("## Reproduction:")
+    assert not is_boilerplate("## Error message:")  # a heading the author wrote is kept
+    assert not is_boilerplate("- [x] I set use_remove_padding=True")  # an author's own checkbox is kept
+
+
+def test_the_environment_dump_is_read_after_the_authors_words() -> None:
+    s = extract(VERL_REPORT)
+    focus = s.focus_text
+    assert focus.startswith("[Bug] Rollout infer_tp size is incorrectly set")
+    assert "tensor_model_parallel_size is ignored" in focus
+    assert "Compiler" not in focus and "GPU Count" not in focus and "VERL_LOGGING_LEVEL" not in focus
+    assert "vllm         :  0.10.0" in s.rest_text  # kept as context (and kb.search.versions reads the paste)
+    assert not s.error_lines
+
+
+def test_a_pasted_collect_env_run_is_environment_to_its_fence() -> None:
+    s = extract(VLLM_REPORT)
+    assert "Automatically detected platform cuda" not in s.focus_text  # vLLM's start-up line inside the dump
+    assert "libcudnn" not in s.focus_text and "<details>" not in s.focus_text
+    assert "host memory of the sleeping engine is never given back" in s.focus_text
+    assert "PyTorch version: 2.6.0+cu124" in s.rest_text
+
+
+def test_an_environment_dump_alone_is_still_read() -> None:
+    """A paste that is nothing but a dump has no other text: the scorers read the dump, not nothing."""
+    dump = "PyTorch version: 2.6.0+cu124\nIs CUDA available: False\nGPU 0: NVIDIA A800 80GB PCIe"
+    s = extract(dump)
+    assert s.focus_text == s.cleaned_text and s.rest_text == ""
+    assert environment_lines(dump.splitlines()) == {0, 1, 2}
+
+
+def test_error_lines_are_unchanged_by_a_form_around_them() -> None:
+    pasted = "### System Info\n\nverl 0.5.0\n\n### Reproduction\n\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+    s = extract(pasted)
+    assert [l.text for l in s.error_lines] == ["RuntimeError: CUDA error: an illegal memory access was encountered"]
+    assert "System Info" not in s.rest_text
