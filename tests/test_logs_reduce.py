@@ -354,3 +354,26 @@ def test_logs_dir_first_failure_by_time_not_by_file_order(tmp_path: Path) -> Non
     (tmp_path / "rank1.log").write_text("2026-12-02 11:30:01,900 ERROR ValueError: grad norm is inf in layer 3\n")
     a = analyse_files(tmp_path)
     assert a.verdict.suspect == 1 and a.verdict.file == "rank1.log"
+
+
+RAY_REMOTE = '''Traceback (most recent call last):
+  File "/root/verl/verl/trainer/main_ppo.py", line 46, in run_ppo
+    ray.get(runner.run.remote(config))
+  File "/usr/local/lib/python3.10/dist-packages/ray/_private/worker.py", line 919, in get_objects
+    raise value.as_instanceof_cause()
+ray.exceptions.RayTaskError(KeyError): ray::TaskRunner.run() (pid=63403, ip=192.168.111.15)
+  File "/root/verl/verl/trainer/main_ppo.py", line 179, in run
+    trainer.fit()
+  File "/root/verl/verl/trainer/ppo/ray_trainer.py", line 947, in fit
+    timing_raw.update(gen_batch_output.meta_info["timing"])
+KeyError: 'timing'
+'''
+
+
+def test_a_ray_remote_traceback_gives_the_workers_frames_as_context_not_the_drivers() -> None:
+    """Ray prints the driver's frames (`ray.get`), then RayTaskError, then the worker's frames: the frame that
+    failed (`ray_trainer.py ... in fit` and its source line) is the search context, not `run_ppo`."""
+    context = [l.text.strip() for l in analyse_text(RAY_REMOTE).reduction.context]
+    assert 'timing_raw.update(gen_batch_output.meta_info["timing"])' in context
+    assert any("ray_trainer.py" in c and "in fit" in c for c in context)
+    assert not any("in run_ppo" in c for c in context)

@@ -312,8 +312,25 @@ def reduce_lines(lines: list[LogLine]) -> Reduction:
             red.kept.insert(0 if bare else len(red.kept), src)  # in log order: above the error, below the frames
     red.kept = red.kept[:MAX_KEPT]
     red.frames_dropped = sum(1 for l in lines if l.role == "frame")
-    red.context = own_frames(lines, red.kept[0]) if red.kept and red.kept[0].role != "frame" else []
+    red.context = own_frames(lines, _innermost_cause(lines, red.kept[0])) if red.kept and red.kept[0].role != "frame" else []
     return red
+
+
+def _innermost_cause(lines: list[LogLine], first: LogLine) -> LogLine:
+    """The cause line whose frames are the failure's innermost: Ray prints the driver's traceback, then
+    `RayTaskError(KeyError): ray::TaskRunner.run()`, then the worker's own frames and `KeyError: 'timing'`;
+    the frames above the first cause line are the driver's (`main_ppo.py`, `ray.get`), the ones that say what
+    failed are above the last cause line of the same traceback (nothing but frames and causes between them)."""
+    idx = next((i for i, l in enumerate(lines) if l is first), None)
+    if idx is None:
+        return first
+    anchor = first
+    for l in lines[idx + 1: idx + 80]:
+        if l.file != first.file or l.role not in ("frame", "cause"):
+            break
+        if l.role == "cause":
+            anchor = l
+    return anchor
 
 
 BARE_NAME_RE = re.compile(r"^(?:[\w.]+\.)?\w*(?:Error|Exception)\b:?$")  # an exception printed without a message
