@@ -112,3 +112,15 @@ def test_error_lines_are_unchanged_by_a_form_around_them() -> None:
     s = extract(pasted)
     assert [l.text for l in s.error_lines] == ["RuntimeError: CUDA error: an illegal memory access was encountered"]
     assert "System Info" not in s.rest_text
+
+
+def test_markdown_bold_around_a_name_is_read_without_the_stars() -> None:
+    """`Unregistered model type: **qwen3_5_moe**` in an issue is the message `Unregistered model type: qwen3_5_moe`
+    (a regex signature `\\w+` after the colon did not match the stars); Python's `**` is left alone."""
+    from kb.text.signals import clean_line
+
+    assert clean_line("ValueError: Unregistered model type: **qwen3_5_moe**, now only")[0] == \
+        "ValueError: Unregistered model type: qwen3_5_moe, now only"
+    assert clean_line("max is 2**31 and 2**32")[0] == "max is 2**31 and 2**32"
+    assert clean_line("    return fn(*args, **kwargs)")[0] == "    return fn(*args, **kwargs)"
+    assert clean_line("f(**a, **b)")[0] == "f(**a, **b)"

@@ -58,6 +58,9 @@ RANK_PREFIX_RES = [
     re.compile(r"^[\w.\-]+:\d+:\d+ \[\d+\] (?=NCCL )"),  # NCCL: host:pid:tid [dev] NCCL WARN
 ]
 
+# markdown bold around a name in a pasted issue (`Unregistered model type: **qwen3_5_moe**`): a signature reads
+# the name without it; `2**31` and `f(**a, **b)` are not emphasis (a word character or space inside the stars)
+MD_BOLD_RE = re.compile(r"(?<![\w*])\*\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*\*(?![\w*])")
 SEVERITY_BRACKET_RE = re.compile(r"^\[[EF](?:\d{4})?[ \]]")  # torch/glog: [E1130 02:14:35 ProcessGroupNCCL.cpp:828]
 
 EXCEPTION_RE = re.compile(
@@ -164,6 +167,8 @@ def clean_line(raw: str) -> tuple[str, set[str]]:
     line = CONTROL_RE.sub("", line)
     if len(line) > MAX_LINE_CHARS:
         line = line[:MAX_LINE_CHARS]
+    if "**" in line:
+        line = MD_BOLD_RE.sub(r"\1", line)
     for _ in range(4):  # prefixes stack: "[rank0]:[E...] (WorkerDict pid=1) 2024-... ERROR ..."
         before = line
         m = RAY_RAYLET_RE.match(line)
