@@ -95,6 +95,12 @@ class Weights:
 DEFAULT_WEIGHTS = Weights()
 
 
+def _below(p: float | None, threshold: float) -> str:
+    """p as a percentage that reads as below `threshold` (14.8 % is "14.8%", not "15% < 15%")."""
+    p = p or 0.0
+    return f"{p:.0%}" if round(p * 100) < round(threshold * 100) else f"{p:.1%}"
+
+
 @dataclass
 class Result:
     id: str
@@ -477,11 +483,11 @@ class Engine:
         if family:
             notes.append(f"{', '.join(family)}: an entry for a symptom with several possible causes; its checks or Verify steps tell them apart, so at most medium")
         if asked and (results[0].p_right or 0.0) < w.ask_below:
-            notes.append(f"no error line, and the closest entry is unlikely to be right ({results[0].p_right:.0%} < "
+            notes.append(f"no error line, and the closest entry is unlikely to be right ({_below(results[0].p_right, w.ask_below)} < "
                          f"{w.ask_below:.0%}): kb asks instead of guessing; the closest entries are listed, not matches")
         elif asked:
             notes.append(f"no error line, and nothing in the paste tells the closest entry, a specific cause, apart from the "
-                         f"others ({results[0].p_right:.0%} < {w.ask_specific_below:.0%}, no signature or name of its own): "
+                         f"others ({_below(results[0].p_right, w.ask_specific_below)} < {w.ask_specific_below:.0%}, no signature or name of its own): "
                          "kb asks instead of guessing; the closest entries are listed, not matches")
         if signals.error_lines and all("cut-traceback" in l.kinds for l in signals.error_lines):
             notes.append("the traceback stops before its exception line: kb read its last frame; "
