@@ -76,3 +76,14 @@ def test_a_fix_in_the_091_wheel_closes_the_range() -> None:
         assert judge({"verl": (0, 9, 1)}, {"verl": r}).fixed
     # "still raised at the 0.9.1 wheel" keeps the end open
     assert entry_ranges("verl v0.6.0-v0.9.0; still raised at the 0.9.1 wheel")["verl"].contains((0, 9, 1))
+
+
+def test_the_verl_version_of_a_pasted_diagnose_dump_is_read() -> None:
+    """verl's issue form asks for `python scripts/diagnose.py`; its `verl Info` block says `Version : 0.7.0.dev`
+    on a line that names no package, so only the block's header tells whose version it is."""
+    dump = ("----------Python Info----------\nVersion      : 3.10.12\n------------Pip Info-----------\n"
+            "Version      : 25.1.1\nvllm         :  0.10.0\n----------verl Info-----------\nVersion      : 0.7.0.dev\n"
+            "Directory    : /root/verl/verl\n")
+    found = paste_versions(dump)
+    assert found["verl"] == (0, 7, 0) and found["vllm"] == (0, 10, 0)
+    assert "python" not in found and "pip" not in found

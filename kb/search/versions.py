@@ -1,8 +1,8 @@
 """Versions: which package versions a paste shows, and which versions an entry's facts hold for.
 
 A paste names versions in pins (`vllm==0.8.5`), prose ("verl 0.7.1", "on vLLM v0.9.2"),
-`pip list` / `pip freeze` / `pip show` lines and start-up banners (`vLLM version 0.8.5`,
-`INFO ... verl version: 0.7.1`). Install paths (`python3.10/site-packages/vllm/...`) carry no
+`pip list` / `pip freeze` / `pip show` lines, start-up banners (`vLLM version 0.8.5`,
+`INFO ... verl version: 0.7.1`) and the `verl Info` block of verl's `scripts/diagnose.py`. Install paths (`python3.10/site-packages/vllm/...`) carry no
 version and are not read. An entry's `versions` front matter is free text written tag by tag
 ("verl v0.4.1-v0.7.1 with trl >= 0.29; fixed in verl v0.8.0"); each package mention followed by
 a range is parsed into typed bounds, and what cannot be parsed is ignored (no range: no opinion).
@@ -44,6 +44,10 @@ _PASTE_RE = re.compile(
 _PIP_SHOW_RE = re.compile(rf"^Name:\s*({_NAME})\s*$\s*^Version:\s*{_VER}", re.IGNORECASE | re.MULTILINE)
 
 
+# verl's scripts/diagnose.py: "----------verl Info-----------" then "Version      : 0.7.0.dev"
+_DIAGNOSE_VERL_RE = re.compile(rf"^\s*-{{3,}}\s*(verl) Info\s*-{{3,}}\s*$\s*^\s*Version\s*:\s*{_VER}", re.IGNORECASE | re.MULTILINE)
+
+
 def parse_version(text: str) -> Version | None:
     m = _VER_RE.fullmatch(text.strip()) or _VER_RE.match(text.strip())
     return tuple(int(x) for x in m.group(1).split(".")) if m else None
@@ -57,7 +61,7 @@ def paste_versions(text: str) -> dict[str, Version]:
     """Package -> the version the paste shows (the first one named; a paste rarely names two)."""
     found: dict[str, Version] = {}
     head = text[:200_000] + ("\n" + text[-200_000:] if len(text) > 400_000 else "")  # bounded cost on huge pastes
-    for m in list(_PIP_SHOW_RE.finditer(head)) + list(_PASTE_RE.finditer(head)):
+    for m in list(_DIAGNOSE_VERL_RE.finditer(head)) + list(_PIP_SHOW_RE.finditer(head)) + list(_PASTE_RE.finditer(head)):
         name = PACKAGES[m.group(1).lower()]
         v = tuple(int(x) for x in m.group(2).split("."))
         if name == "torch" and v[0] > 3:  # "torch 12.1" is a CUDA version in prose, not torch
