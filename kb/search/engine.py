@@ -31,13 +31,13 @@ from kb.search.evidence import Evidence
 from kb.search.near_miss import near_miss
 from kb.search.rerank import (
     CANDIDATES,
-    RANK_FEATURES,
     Candidate,
     Distinctive,
     RankFileError,
     RankModel,
     candidate_features,
     gathered_families,
+    is_any_family,
     is_family,
     load_rank_model,
     paste_identifiers,
@@ -565,7 +565,7 @@ class Engine:
         does not rule the family out: only "inside" is said of it."""
         j = judge(pasted, self._distinctive.version_ranges(row) if self._distinctive else {})
         doc = self.docs[row]
-        if j.verdict == "excluded" and (is_family(doc) or doc.get("family", False)):
+        if j.verdict == "excluded" and is_any_family(doc):
             return VersionJudgement("unknown")
         return j
 
@@ -588,7 +588,7 @@ class Engine:
         capped = []
         for r in results:
             doc = self.docs[self._position[r.id]]
-            if r.confidence == "high" and (is_family(doc) or doc.get("family", False)):
+            if r.confidence == "high" and is_any_family(doc):
                 r.confidence = "medium"
                 r.capped_family = True
                 capped.append(r.id)
@@ -703,12 +703,9 @@ class Engine:
 
     def _specific_unseparated(self, i: int, cand: Candidate | None, strong_hit: bool) -> bool:
         """A specific entry (neither a family by tag nor by structure) that nothing in the paste tells apart."""
-        doc = self.docs[i]
-        if is_family(doc) or doc.get("family", False):
+        if is_any_family(self.docs[i]):
             return False
-        if cand is not None:
-            return not (cand.features[RANK_FEATURES.index("strong_sig")] > 0 or cand.features[RANK_FEATURES.index("ident")] > 0)
-        return not strong_hit
+        return not (cand.separated if cand is not None else strong_hit)
 
     def _result(self, i: int, score: float, parts: dict[str, np.ndarray], raw: RawScores, cand: Candidate | None = None) -> Result:
         doc = self.docs[i]

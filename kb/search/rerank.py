@@ -58,6 +58,11 @@ def is_family(doc: CaseDoc) -> bool:
     return bool(FAMILY_TAGS & {t.lower() for t in doc.get("tags", [])})
 
 
+def is_any_family(doc: CaseDoc) -> bool:
+    """A family by tag, or by structure (Case.is_family, kept in the index as `family`)."""
+    return is_family(doc) or bool(doc.get("family", False))
+
+
 def gathered_families(rows: list[int], members_of: dict[int, list[int]], fused: np.ndarray) -> dict[int, int]:
     """Family rows that name (as their specific entries) some of the top GATHER_TOP rows -> how many they name.
 
@@ -114,6 +119,12 @@ class Candidate:
     features: np.ndarray  # RANK_FEATURES
     version: VersionJudgement
     idents: tuple[str, ...]  # the distinctive identifiers found in the paste
+
+    @property
+    def separated(self) -> bool:
+        """The paste tells this case apart: a specific signature of it matched, or an identifier only it (and few
+        others) names."""
+        return bool(self.features[RANK_FEATURES.index("strong_sig")] > 0 or self.idents)
 
 
 def candidate_features(
