@@ -124,3 +124,15 @@ def test_markdown_bold_around_a_name_is_read_without_the_stars() -> None:
     assert clean_line("max is 2**31 and 2**32")[0] == "max is 2**31 and 2**32"
     assert clean_line("    return fn(*args, **kwargs)")[0] == "    return fn(*args, **kwargs)"
     assert clean_line("f(**a, **b)")[0] == "f(**a, **b)"
+
+
+def test_an_error_under_a_dump_is_still_an_error_line() -> None:
+    """A collect_env.py run pasted without its closing fence, or an exception printed right under diagnose.py's
+    `Key : value` lines, must not be swallowed into the dump (the dump's lines are never error lines)."""
+    unfenced = ("Bug\n\nroot@h:/w# python collect_env.py\nPyTorch version: 2.6.0\nGPU 0: NVIDIA A100\n"
+                "Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+                "RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in [l.text for l in extract(unfenced).error_lines]
+    under = "----------verl Info-----------\nVersion      : 0.7.0\nRuntimeError: boom happened here\n"
+    assert [l.text for l in extract(under).error_lines] == ["RuntimeError: boom happened here"]
+    assert 200 < max(environment_lines(["python collect_env.py"] + ["x: y"] * 400)) <= 250  # a run without its fence ends

@@ -7,7 +7,7 @@ dense model sees, and they match whatever entry quotes a similar header or machi
 - **boilerplate** lines are dropped: a heading that is only a form's field label, and a form's checkbox
   options. The labels and options are verl's bug-report form (`.github/ISSUE_TEMPLATE/bug-report.yml`,
   verl v0.4.0 onwards, itself from transformers' form) and the headings seen in pasted vLLM, SGLang and
-  ms-swift reports; an unknown heading ("## Error message:") is kept.
+  lmdeploy reports and in the report sample; an unknown heading ("## Error message:") is kept.
 - **environment** lines are kept but moved out of the text the scorers read first: the blocks of verl's
   `scripts/diagnose.py` (`----------Python Info----------` ... `----------System Info----------`) and
   the lines of torch's / vLLM's `collect_env.py` (`PyTorch version: ...`, `[pip3] torch==...`). The
@@ -20,11 +20,12 @@ import re
 
 # a heading (markdown, any level) whose text is only one of these form labels
 _LABELS = (
-    "system info", "information", "tasks", "reproduction", "expected behavior", "expected behaviour",
-    "your current environment", "describe the bug", "🐛 describe the bug", "checklist", "environment",
-    "error traceback", "steps to reproduce", "to reproduce", "additional context", "who can help?",
-    "motivation", "your contribution", "feature request", "bug description", "reproduction steps",
-    "current behavior", "system information",
+    # verl's bug-report form (v0.4.0 on)
+    "system info", "information", "tasks", "reproduction", "expected behavior",
+    # vLLM's, SGLang's and lmdeploy's forms, as pasted reports show them
+    "your current environment", "describe the bug", "🐛 describe the bug", "checklist", "environment", "error traceback",
+    # seen in the report sample
+    "bug description", "steps to reproduce",
 )
 HEADING_RE = re.compile(r"^\s*#{1,6}\s*(?P<label>.+?)\s*:?\s*$")
 _CHECKBOX_OPTIONS = (
@@ -57,6 +58,10 @@ HTML_FOLD_RE = re.compile(r"^\s*(?:</?details>|<summary>.*</summary>)\s*$", re.I
 # a collect_env.py run pasted whole: from the command (or its first line) to the end of its fold or fence
 COLLECT_ENV_START_RE = re.compile(r"collect_env\.py\s*$|^\s*Collecting environment information\.\.\.\s*$")
 COLLECT_ENV_END_RE = re.compile(r"^\s*(?:</details>|```)\s*$")
+MAX_COLLECT_ENV_LINES = 250  # collect_env.py prints about 100; a paste without the closing fence ends here
+# a traceback or an exception line is never part of a dump: it ends the block (a paste that forgot the fence, or an
+# exception printed right under diagnose.py's "Key : value" lines, keeps its error line)
+ERROR_LINE_RE = re.compile(r'^\s*(?:Traceback \(most recent call last\)|File "|(?:[\w.]+\.)?\w*(?:Error|Exception)\b(?:\([\w.]*\))?:)')
 
 
 def is_boilerplate(line: str) -> bool:
@@ -76,15 +81,19 @@ def environment_lines(lines: list[str]) -> set[int]:
     out: set[int] = set()
     in_block = False
     in_collect = False
+    collect_from = 0
     for i, line in enumerate(lines):
+        if ERROR_LINE_RE.match(line):
+            in_block = in_collect = False
+            continue
         if in_collect:
-            if COLLECT_ENV_END_RE.match(line):
+            if COLLECT_ENV_END_RE.match(line) or i - collect_from >= MAX_COLLECT_ENV_LINES:
                 in_collect = False
             else:
                 out.add(i)
             continue
         if COLLECT_ENV_START_RE.search(line):
-            in_collect = True
+            in_collect, collect_from = True, i
             out.add(i)
             continue
         if DIAGNOSE_RULE_RE.match(line):
