@@ -482,10 +482,16 @@ def test_decline_shows_nearest_asks_one_question_and_offers_kb_new(shared_index_
     res = subprocess.run(base, capture_output=True, text=True)
     assert res.returncode == 1, res.stdout
     assert "No known case matches" in res.stdout and "nearest, not a match:" in res.stdout
-    assert "Which stage fails" in res.stdout and "kb new --from-log" in res.stdout
+    assert "which stage fails" in res.stdout.lower() and "kb new --from-log" in res.stdout
     res = subprocess.run(base + ["--json"], capture_output=True, text=True)
     out = json.loads(res.stdout)
     assert out["abstained"] and out["results"] == [] and out["nearest"] and out["question"]
+    # the question tells the nearest entries apart: one choice per nearest entry, in the entry's own words
+    nearest = [n["id"] for n in out["nearest"]]
+    chosen = [c["id"] for c in out["question_choices"]]
+    assert len(chosen) >= 2 and set(chosen) <= set(nearest), (chosen, nearest)
+    for c in out["question_choices"]:
+        assert c["symptom"] and c["symptom"] in out["question"] and c["id"] in out["question"]
 
 
 @pytest.mark.slow

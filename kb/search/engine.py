@@ -29,6 +29,8 @@ from kb.index.opener import LoadedIndex, open_index
 from kb.search.confidence import ConfidenceFeatures, Level, Model, ModelFileError, asks, load_model
 from kb.search.evidence import Evidence
 from kb.search.near_miss import near_miss
+from kb.search.question import Choice, question_text
+from kb.search.question import choices as question_choices
 from kb.search.rerank import (
     CANDIDATES,
     Candidate,
@@ -57,8 +59,6 @@ from kb.text.tokenize import display_terms, drop_negated
 
 SCORERS = ("signature", "lexical", "dense")
 WEAK_CROSS_CHECK_MAX_CASES = 5000  # above this only the generic-words test marks weak signatures
-DECLINE_QUESTION = ("Which stage fails: rollout (generation), training (actor/critic update) or checkpoint "
-                    "(save/load)? And which engine: vLLM, SGLang, or HF? Paste the error lines if there are any.")
 DENSE_NEIGHBOURS = 160  # nearest vectors read per query (a case has ~11)
 
 
@@ -169,7 +169,8 @@ class Answer:
     # --- calibration (issue 13)
     stack: StackVerdict | None = None  # which software stack the paste comes from
     nearest: list[Result] = field(default_factory=list)  # when declined: the closest cases, not a match
-    question: str = ""  # when declined without an error line: one question to narrow it down
+    question: str = ""  # when declined without an error line: one question to narrow it down (kb.search.question)
+    choices: list[Choice] = field(default_factory=list)  # the question's choices: what each nearest entry would show
     features: ConfidenceFeatures | None = None  # what the confidence model read (for `kb eval --fit`)
     candidates: list[tuple[str, np.ndarray]] = field(default_factory=list)  # (case id, RANK_FEATURES) for the ranking fit
 
@@ -189,6 +190,7 @@ class Answer:
             out["nearest"] = [{"id": r.id, "title": r.title, "score": round(r.score, 4)} for r in self.nearest]
             if self.question:
                 out["question"] = self.question
+                out["question_choices"] = [c.to_json() for c in self.choices]
         return out
 
 
@@ -471,7 +473,9 @@ class Engine:
             features, results[0].p_right, w.ask_below, w.ask_specific_below)
         abstained = abstained or asked
         nearest = results[:3] if abstained else []
-        question = "" if not abstained or stack.foreign or signals.error_lines else DECLINE_QUESTION
+        ask = abstained and not stack.foreign and not signals.error_lines
+        options = question_choices([self.docs[self._position[r.id]] for r in nearest]) if ask else []
+        question = question_text(options) if ask else ""
         # --- end calibration
         # one entry per line: views show them as lines (a joined block showed its newlines escaped)
         searched = [l.text.strip() for l in signals.error_lines][:12] or [
@@ -515,7 +519,7 @@ class Engine:
         if signals.truncated:
             notes.append(f"paste of {signals.original_chars} characters: searched its head, tail and error lines")
         return Answer(text, abstained, [] if abstained else results, signals, searched, raw.cos is not None, notes,
-                      stack=stack, nearest=nearest, question=question, features=features,
+                      stack=stack, nearest=nearest, question=question, choices=options, features=features,
                       candidates=[(self.docs[c.row]["id"], c.features) for c in cands])
 
     # ------------------------------------------------------------ ranking (issue 25)
