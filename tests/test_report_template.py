@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kb.text.report_template import environment_lines, is_boilerplate
+from kb.text.report_template import environment_lines, is_boilerplate, script_lines
 from kb.text.signals import extract
 
 # the shape of a real verl bug report: the form of .github/ISSUE_TEMPLATE/bug-report.yml and the output of
@@ -136,3 +136,54 @@ def test_an_error_under_a_dump_is_still_an_error_line() -> None:
     under = "----------verl Info-----------\nVersion      : 0.7.0\nRuntimeError: boom happened here\n"
     assert [l.text for l in extract(under).error_lines] == ["RuntimeError: boom happened here"]
     assert 200 < max(environment_lines(["python collect_env.py"] + ["x: y"] * 400)) <= 250  # a run without its fence ends
+
+
+# the "Reproduction" of a report as people paste it: the launch script of their run (the shape of verl's
+# examples/grpo_trainer scripts, submitted through `ray job submit`)
+LAUNCH_REPORT = """GRPO on 2 nodes stops after step 3 with no error, GPUs idle
+
+### Reproduction
+
+set -x
+export RAY_memory_usage_threshold=0.99
+export VLLM_WORKER_MULTIPROC_METHOD=spawn
+WORKING_DIR=${WORKING_DIR:-"${PWD}"}
+
+ray job submit --runtime-env="${WORKING_DIR}/verl/trainer/runtime_env.yaml" \\
+    --working-dir "${WORKING_DIR}" \\
+    -- python3 -m verl.trainer.main_ppo \\
+    algorithm.adv_estimator=grpo \\
+    data.truncation='error' \\
+    actor_rollout_ref.rollout.free_cache_engine=True \\
+    trainer.nnodes=2 $@
+
+the last lines printed are the step 3 metrics
+"""
+
+
+def test_a_launch_script_is_read_after_the_authors_words() -> None:
+    s = extract(LAUNCH_REPORT)
+    focus = s.focus_text
+    assert "stops after step 3 with no error" in focus and "the last lines printed are the step 3 metrics" in focus
+    for scripted in ("RAY_memory_usage_threshold", "runtime_env.yaml", "free_cache_engine", "adv_estimator"):
+        assert scripted not in focus and scripted in s.rest_text, scripted
+    # an override's value is no error line (data.truncation='error')
+    assert not s.error_lines
+
+
+def test_a_short_command_is_what_the_report_is_about() -> None:
+    """A merger command of four lines is the subject of the report, not a launch script: it stays in focus."""
+    text = ("I ran the model merger and files are missing:\n"
+            "python scripts/model_merger.py merge \\\n    --backend fsdp \\\n"
+            "    --local_dir checkpoints/run/global_step_200/actor \\\n    --target_dir ckpt/hf\n")
+    assert script_lines(text.splitlines()) == set()
+    assert "model_merger.py merge" in extract(text).focus_text
+
+
+def test_an_error_inside_a_script_is_still_an_error_line() -> None:
+    lines = [f"    actor_rollout_ref.key{i}=1 \\" for i in range(14)]
+    lines.insert(7, "RuntimeError: CUDA error: an illegal memory access was encountered")
+    got = script_lines(lines)
+    assert 7 not in got and len(got) == 14  # the error splits the script into two runs of seven
+    s = extract("\n".join(lines))
+    assert [l.text.strip() for l in s.error_lines] == ["RuntimeError: CUDA error: an illegal memory access was encountered"]

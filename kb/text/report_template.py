@@ -12,6 +12,9 @@ dense model sees, and they match whatever entry quotes a similar header or machi
   `scripts/diagnose.py` (`----------Python Info----------` ... `----------System Info----------`) and
   the lines of torch's / vLLM's `collect_env.py` (`PyTorch version: ...`, `[pip3] torch==...`). The
   versions in them are still read (kb.search.versions reads the paste itself).
+- **script** lines are kept but read as context too: the launch script pasted under "Reproduction" (`export
+  VAR=...`, `ray job submit ...`, `python3 -m verl.trainer.main_ppo` with a continuation backslash, one Hydra override per line). It sets
+  the same dozens of keys in every report, whatever failed, and its words outweighed the author's few.
 """
 
 from __future__ import annotations
@@ -106,4 +109,38 @@ def environment_lines(lines: list[str]) -> set[int]:
         in_block = False
         if COLLECT_ENV_RE.match(line):
             out.add(i)
+    return out
+
+
+# a launch script: shell exports and variables, the launcher's command, one Hydra override or CLI flag per line
+SCRIPT_LINE_RE = re.compile(
+    r"^\s*(?:export\s+[A-Za-z_]\w*="
+    r"|[A-Z_][A-Z0-9_]*=\S*\s*$"  # WORKING_DIR=${WORKING_DIR:-"${PWD}"}
+    r"|set\s+-[a-z]+\s*$|ulimit\s|unset\s"
+    r"|(?:nohup\s+)?(?:[A-Z_][A-Z0-9_]*=\S+\s+)*(?:python3?|torchrun|deepspeed|accelerate\s+launch|srun|ray\s+(?:job\s+submit|start|stop))\b.*"
+    r"|[+~]?[A-Za-z_]\w*(?:\.[\w-]+)+=\S.*"  # a Hydra override: actor_rollout_ref.rollout.n=5
+    r"|.*\s\\\s*$)"  # any line a shell continues: `--working-dir "$DIR" \`
+)
+MIN_SCRIPT_RUN = 6  # a command or a few override lines in a description are what it is about; a run of them is a script
+
+
+def script_lines(lines: list[str]) -> set[int]:
+    """Indexes of the lines of a pasted launch script: runs of at least MIN_SCRIPT_RUN script lines (blank
+    lines and `#` comments inside a run neither break nor count); an error line is never one."""
+    out: set[int] = set()
+    run: list[int] = []
+
+    def close() -> None:
+        if len(run) >= MIN_SCRIPT_RUN:
+            out.update(run)
+        run.clear()
+
+    for i, line in enumerate(lines):
+        if not line.strip() or line.lstrip().startswith("#") and not HEADING_RE.match(line):
+            continue
+        if SCRIPT_LINE_RE.match(line) and not ERROR_LINE_RE.match(line):
+            run.append(i)
+        else:
+            close()
+    close()
     return out

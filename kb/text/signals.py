@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
-from kb.text.report_template import environment_lines, is_boilerplate
+from kb.text.report_template import environment_lines, is_boilerplate, script_lines
 from kb.text.variable_tokens import normalise
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024  # a log is read up to this size (then signals keep head, tail, errors)
@@ -92,7 +92,7 @@ class SignalLine:
 
     @property
     def is_error(self) -> bool:
-        return bool(self.kinds - {"frame", "context", "environment"})
+        return bool(self.kinds - {"frame", "context", "environment", "script"})
 
 
 @dataclass
@@ -107,8 +107,9 @@ class Signals:
         return "\n".join(line.text for line in self.lines)
 
     def _described(self) -> list[SignalLine]:
-        """Without error lines, what the author wrote: every line but an environment dump's (when there is more)."""
-        own = [l for l in self.lines if "environment" not in l.kinds]
+        """Without error lines, what the author wrote: every line but an environment dump's or a launch script's
+        (when there is more)."""
+        own = [l for l in self.lines if not l.kinds & {"environment", "script"}]
         return own if own else self.lines
 
     @property
@@ -258,8 +259,10 @@ def _classify(lines: list[SignalLine]) -> None:
     in_traceback = False
     for i, line in enumerate(lines):
         text = line.text.strip()
-        if not text or "environment" in line.kinds:
-            continue  # an environment dump's "Key : value" lines are not errors ("No verl installed: ...")
+        if not text or line.kinds & {"environment", "script"}:
+            # an environment dump's "Key : value" lines are not errors ("No verl installed: ..."), nor a
+            # launch script's override lines (data.truncation='error')
+            continue
         if text.startswith(TRACEBACK_START):
             line.kinds.add("traceback")
             in_traceback = True
@@ -300,12 +303,16 @@ def extract(text: str) -> Signals:
     # an issue form's headings and checkbox options say nothing about this failure: dropped, and read as
     # an empty line, which ends an environment dump's block
     boiler = [is_boilerplate(c) for c, _ in cleaned_lines]
-    environment = environment_lines(["" if b else c for (c, _), b in zip(cleaned_lines, boiler)])
+    kept = ["" if b else c for (c, _), b in zip(cleaned_lines, boiler)]
+    environment = environment_lines(kept)
+    script = script_lines(kept)
     for n, ((cleaned, kinds), drop) in enumerate(zip(cleaned_lines, boiler)):
         if not cleaned.strip() or drop:
             continue
         if n in environment:
             kinds = kinds | {"environment"}
+        elif n in script:
+            kinds = kinds | {"script"}
         # A frame's file is what tells it apart ("File <path>, line <num>, in <module>" would
         # fold a whole import chain into its first frame); ranks repeat frames verbatim anyway.
         norm = cleaned.strip() if FRAME_RE.match(cleaned) else normalise(cleaned.strip())
