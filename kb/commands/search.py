@@ -9,10 +9,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kb.commands.common import add_index_options, read_log_arg, read_query
 from kb.core.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
 from kb.core.safe_text import dumps, visible
+
+if TYPE_CHECKING:
+    from kb.search.engine import Engine
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -25,8 +29,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--explain", action="store_true", help="show per-scorer scores and the extracted lines")
     p.add_argument("--no-dense", action="store_true", help="skip the embedding model (signature and BM25 only)")
+    p.add_argument("--installed", action="store_true",
+                   help="the paste comes from this machine: read the training environment's package versions "
+                        "(verl, vLLM, SGLang, torch, ...) where the paste names none, for version-aware ranking")
+    p.add_argument("--python", metavar="PATH", help="with --installed: Python of the training environment "
+                                                     "(default: KB_PYTHON, else python3 on PATH)")
     add_index_options(p)
     p.set_defaults(func=run)
+
+
+def use_installed(engine: Engine, python: str | None) -> str:
+    """The training environment's package versions into the engine (read by that Python without importing
+    the packages, kb.checks.envreport); the note that says which were read, or why none were."""
+    from kb.checks.envreport import target_versions
+    from kb.checks.needs import target_python
+    from kb.commands.run import check_python
+    from kb.search.versions import installed_versions, show
+
+    check_python(python)
+    tp = target_python(python)
+    report = target_versions(tp.path)
+    packages = report.get("packages")
+    if not isinstance(packages, dict):
+        return f"--installed: could not read the versions of {tp.path} ({packages}); only the paste's versions are read"
+    engine.installed_versions = installed_versions(packages)
+    found = ", ".join(f"{name} {show(v)}" for name, v in sorted(engine.installed_versions.items())) or "none of the packages kb dates"
+    return f"--installed: versions of {tp.path} ({tp.source}) read where the paste names none: {found}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if args.k < 1:
         raise UsageError("-k must be at least 1")
+    if args.python and not args.installed:
+        raise UsageError("--python goes with --installed (the environment whose versions are read)")
     baseline = read_log_arg(args.baseline) if args.baseline is not None else None
     base_name = str(args.baseline) if args.baseline is not None else ""
     if args.logs is not None:
@@ -61,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     from kb.search.engine import SCORERS, Engine
 
     engine = Engine.from_index(index, args.cases, encoder=loading)
+    if args.installed:
+        read_notes.append(use_installed(engine, args.python))
     use: tuple[str, ...] = SCORERS
     if not args.no_dense:
         engine.load_dense()

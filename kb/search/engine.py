@@ -286,6 +286,9 @@ class Engine:
         self._rank_loaded = False
         self._rank_error = ""
         self.keep: np.ndarray | None = None  # growth experiment (kb.evaluation.rank_fit): cases not kept score nothing
+        # the installed environment's package versions (kb search --installed), read where a paste names none;
+        # empty by default: a paste is often from another machine than the one kb runs on
+        self.installed_versions: dict[str, Version] = {}
         self._encoder: Any = None
         self._encoder_error: str = ""
         self._encoder_load: EncoderLoad | None = None  # an encoder already being opened (from_index)
@@ -548,11 +551,14 @@ class Engine:
         rows += [f for f in gathers if f not in rows]
         strong = {self._position[c] for c in raw.hits} - raw.weak_only
         found = paste_identifiers(text)
-        pasted = paste_versions(text)
+        shown = paste_versions(text)
+        # the installed environment's versions (kb search --installed) where the paste names none
+        pasted = {**self.installed_versions, **shown}
+        from_env = frozenset(self.installed_versions.keys() - shown.keys())
         return candidate_features(
             rows, fused, strong, [is_family(self.docs[r]) for r in rows],
             [tuple(sorted(dist.per_case[r] & found)) for r in rows],
-            [self._version_judgement(pasted, r) for r in rows],
+            [self._version_judgement(pasted, r, from_env) for r in rows],
             bool(raw.signals.error_lines), gathers, [bool(self.docs[r].get("family", False)) for r in rows],
             vague=not raw.signals.error_lines and len(text.strip()) < 400,
         )
@@ -563,11 +569,11 @@ class Engine:
             self._distinctive = Distinctive(self.docs)
         return self._distinctive
 
-    def _version_judgement(self, pasted: dict[str, Version], row: int) -> VersionJudgement:
+    def _version_judgement(self, pasted: dict[str, Version], row: int, installed: frozenset[str] = frozenset()) -> VersionJudgement:
         """The paste's versions against the entry's range. A family entry's range dates its listed causes, not
         its symptom (a slow weight sync, an SGLang mismatch happen at every version), so a version outside it
         does not rule the family out: only "inside" is said of it."""
-        j = judge(pasted, self._distinctive.version_ranges(row) if self._distinctive else {})
+        j = judge(pasted, self._distinctive.version_ranges(row) if self._distinctive else {}, installed)
         doc = self.docs[row]
         if j.verdict == "excluded" and is_any_family(doc):
             return VersionJudgement("unknown")
@@ -720,7 +726,8 @@ class Engine:
             # with a ranking model, kb.search.rerank.rerank_order puts an excluded entry below every
             # candidate whose range does not exclude the paste
             down = v.verdict == "excluded" and self._rank_model is not None
-            version = Evidence.version(v.verdict, v.package, ".".join(map(str, v.pasted)), v.text, ranked_down=down)
+            version = Evidence.version(v.verdict, v.package, ".".join(map(str, v.pasted)), v.text, ranked_down=down,
+                                       installed=v.installed)
             if v.verdict == "excluded":  # the first thing a reader should know about this case
                 evidence.append(version)
                 version = None

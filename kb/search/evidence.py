@@ -67,6 +67,7 @@ class Evidence:
     package: str = ""  # VERSION: the package whose version decided
     pasted_version: str = ""  # VERSION: the version the paste shows
     verdict: str = ""  # VERSION: "excluded" (outside the case's range, ranked down) or "included"
+    version_from: str = ""  # VERSION: "paste", or "installed" (kb search --installed: the environment's, the paste names none)
     members: tuple[str, ...] = ()  # MEMBERS: the specific entries the family lists
     members_here: tuple[tuple[str, int], ...] = ()  # MEMBERS: those among these results, with their rank
 
@@ -101,9 +102,11 @@ class Evidence:
         )
 
     @classmethod
-    def version(cls, verdict: str, package: str, pasted_version: str, text: str, ranked_down: bool = False) -> Evidence:
+    def version(cls, verdict: str, package: str, pasted_version: str, text: str, ranked_down: bool = False,
+                installed: bool = False) -> Evidence:
         lead = "version, ranked down: " if ranked_down else "version: "
-        return cls(Kind.VERSION, lead + text, package=package, pasted_version=pasted_version, verdict=verdict)
+        return cls(Kind.VERSION, lead + text, package=package, pasted_version=pasted_version, verdict=verdict,
+                   version_from="installed" if installed else "paste")
 
     @classmethod
     def family_members(cls, members: list[str], here: list[tuple[str, int]], shown: int = MEMBERS_SHOWN) -> Evidence:
@@ -131,7 +134,7 @@ class Evidence:
         elif self.kind is Kind.NEAR_MISS:
             out.update(signature=self.signature, case_name=self.case_name, pasted_name=self.pasted_name)
         elif self.kind is Kind.VERSION:
-            out.update(package=self.package, pasted_version=self.pasted_version, verdict=self.verdict)
+            out.update(package=self.package, pasted_version=self.pasted_version, verdict=self.verdict, version_from=self.version_from)
         elif self.kind is Kind.MEMBERS:
             out.update(members=list(self.members), members_here=[{"id": m, "rank": r} for m, r in self.members_here])
         return out

@@ -48,7 +48,8 @@ def _message(signatures: Sequence[str]) -> str:
         return _short(literal[0])
     for sig in signatures:
         if sig.startswith(REGEX_PREFIX):
-            words = regex_words(sig[len(REGEX_PREFIX):])
+            # a pattern's literal words, without the leftovers of its classes and groups ("' '")
+            words = " ".join(t for t in regex_words(sig[len(REGEX_PREFIX):]).split() if any(ch.isalnum() for ch in t))
             if len(words) >= MIN_MESSAGE_CHARS:
                 return _short(words)
     return ""

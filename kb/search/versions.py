@@ -48,6 +48,23 @@ _PIP_SHOW_RE = re.compile(rf"^Name:\s*({_NAME})\s*$\s*^Version:\s*{_VER}", re.IG
 _DIAGNOSE_VERL_RE = re.compile(rf"^\s*-{{3,}}\s*(verl) Info\s*-{{3,}}\s*$\s*^\s*Version\s*:\s*{_VER}", re.IGNORECASE | re.MULTILINE)
 
 
+PASTE_WHERE = "this paste is from"
+INSTALLED_WHERE = "the installed environment has"
+
+
+def installed_versions(packages: dict[str, str | None]) -> dict[str, Version]:
+    """An environment report's package versions (kb.checks.envreport: name -> version string or None) as the
+    canonical package names and typed versions version-aware ranking reads; unknown names and unparsable or
+    missing versions are left out."""
+    out: dict[str, Version] = {}
+    for name, text in packages.items():
+        canonical = PACKAGES.get(name.lower())
+        v = parse_version(text) if canonical and isinstance(text, str) else None
+        if canonical and v is not None:
+            out.setdefault(canonical, v)
+    return out
+
+
 def parse_version(text: str) -> Version | None:
     m = _VER_RE.fullmatch(text.strip()) or _VER_RE.match(text.strip())
     return tuple(int(x) for x in m.group(1).split(".")) if m else None
@@ -96,14 +113,14 @@ class Range:
                 return False
         return True
 
-    def why_not(self, v: Version) -> str:
-        """The sentence a reader sees when the pasted version is outside the range."""
+    def why_not(self, v: Version, where: str = "this paste is from") -> str:
+        """The sentence a reader sees when the pasted (or installed) version is outside the range."""
         if self.low is not None and v < self.low:
-            return f"needs {self.package} >= {show(self.low)}; this paste is from {self.package} {show(v)}"
+            return f"needs {self.package} >= {show(self.low)}; {where} {self.package} {show(v)}"
         if self.high is not None and self.fixed_in:
-            return f"fixed in {self.package} {show(self.high)}; this paste is from {self.package} {show(v)}"
+            return f"fixed in {self.package} {show(self.high)}; {where} {self.package} {show(v)}"
         bound = show(self.high) if self.high is not None else "?"
-        return f"holds up to {self.package} {bound}; this paste is from {self.package} {show(v)}"
+        return f"holds up to {self.package} {bound}; {where} {self.package} {show(v)}"
 
 
 _RANGE_FORMS: list[tuple[re.Pattern[str], str]] = [
@@ -197,10 +214,12 @@ class VersionJudgement:
     pasted: Version = ()
     text: str = ""  # the sentence a reader sees
     fixed: bool = False  # excluded because the paste's version is at or past the release that fixed it
+    installed: bool = False  # the version is the installed environment's (kb search --installed), not the paste's
 
 
-def judge(pasted: dict[str, Version], ranges: dict[str, Range]) -> VersionJudgement:
-    """Whether the paste's versions fall in an entry's ranges: one excluded package decides."""
+def judge(pasted: dict[str, Version], ranges: dict[str, Range], installed: frozenset[str] = frozenset()) -> VersionJudgement:
+    """Whether the paste's versions fall in an entry's ranges: one excluded package decides. `installed`: the
+    packages whose version is the installed environment's, because the paste names none (the reader is told)."""
     inside: list[str] = []
     for name, v in pasted.items():
         r = ranges.get(name)
@@ -208,9 +227,12 @@ def judge(pasted: dict[str, Version], ranges: dict[str, Range]) -> VersionJudgem
             continue
         if not r.contains(v):
             fixed = r.fixed_in and r.high is not None and not (r.low is not None and v < r.low)
-            return VersionJudgement("excluded", name, v, r.why_not(v), fixed)
+            where = INSTALLED_WHERE if name in installed else PASTE_WHERE
+            return VersionJudgement("excluded", name, v, r.why_not(v, where), fixed, name in installed)
         inside.append(name)
     if inside:
         name = inside[0]
-        return VersionJudgement("included", name, pasted[name], f"this paste is from {name} {show(pasted[name])}, inside the entry's range")
+        where = INSTALLED_WHERE if name in installed else PASTE_WHERE
+        return VersionJudgement("included", name, pasted[name], f"{where} {name} {show(pasted[name])}, inside the entry's range",
+                                installed=name in installed)
     return VersionJudgement("unknown")
