@@ -187,3 +187,14 @@ def test_an_error_inside_a_script_is_still_an_error_line() -> None:
     assert 7 not in got and len(got) == 14  # the error splits the script into two runs of seven
     s = extract("\n".join(lines))
     assert [l.text.strip() for l in s.error_lines] == ["RuntimeError: CUDA error: an illegal memory access was encountered"]
+
+
+def test_a_pasted_screenshot_is_not_read() -> None:
+    """A line that is only an image says nothing but its URL's words (github, user-attachments, assets)."""
+    text = ('hf rollout with mode sync not found\n\n<img width="1289" height="332" alt="Image" '
+            'src="https://github.com/user-attachments/assets/e7b77d25" />\n![Image](https://github.com/user-attachments/assets/f5)\n'
+            "the error is in the screenshot above")
+    assert is_boilerplate('<img width="1" alt="Image" src="https://x/y.png" />') and is_boilerplate("![Image](https://x/y.png)")
+    assert not is_boilerplate("see ![Image](https://x/y.png) for the log")  # words of the author's around it stay
+    focus = extract(text).focus_text
+    assert "user-attachments" not in focus and "hf rollout with mode sync not found" in focus

@@ -67,9 +67,14 @@ MAX_COLLECT_ENV_LINES = 250  # collect_env.py prints about 100; a paste without 
 ERROR_LINE_RE = re.compile(r'^\s*(?:Traceback \(most recent call last\)|File "|(?:[\w.]+\.)?\w*(?:Error|Exception)\b(?:\([\w.]*\))?:)')
 
 
+# a pasted screenshot: the line is only an image (an <img> tag or a markdown image), its words are its URL's
+IMAGE_LINE_RE = re.compile(r"^\s*(?:<img\b[^>]*>|!\[[^\]]*\]\([^)]*\))\s*$", re.I)
+
+
 def is_boilerplate(line: str) -> bool:
-    """A form's field label as a heading, one of its checkbox options, or the fold around a dump."""
-    if HTML_FOLD_RE.match(line):
+    """A form's field label as a heading, one of its checkbox options, the fold around a dump, or a line that
+    is only a pasted screenshot."""
+    if HTML_FOLD_RE.match(line) or IMAGE_LINE_RE.match(line):
         return True
     m = HEADING_RE.match(line)
     if m and m.group("label").strip().lower().rstrip(":") in _LABELS:
