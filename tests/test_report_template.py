@@ -198,3 +198,12 @@ def test_a_pasted_screenshot_is_not_read() -> None:
     assert not is_boilerplate("see ![Image](https://x/y.png) for the log")  # words of the author's around it stay
     focus = extract(text).focus_text
     assert "user-attachments" not in focus and "hf rollout with mode sync not found" in focus
+
+
+def test_a_script_with_lowercase_variables_and_strict_mode_is_a_script() -> None:
+    lines = ["set -xeuo pipefail", "model_path=/data/models/Qwen3-1.7B", "train_files=data/train.parquet",
+             'DEVICE=${DEVICE:-$(python3 -c "import torch_npu" 2>/dev/null && echo npu || echo cuda)}',
+             "project_name=sandbox", "experiment_name=qwen3-1.7b_dapo", "adv_estimator=grpo"]
+    assert script_lines(lines) == set(range(7))
+    # a sentence with an equals sign is no shell line
+    assert script_lines(["I set lr = 1e-6 and it diverged"] * 7) == set()

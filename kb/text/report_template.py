@@ -120,8 +120,8 @@ def environment_lines(lines: list[str]) -> set[int]:
 # a launch script: shell exports and variables, the launcher's command, one Hydra override or CLI flag per line
 SCRIPT_LINE_RE = re.compile(
     r"^\s*(?:export\s+[A-Za-z_]\w*="
-    r"|[A-Z_][A-Z0-9_]*=\S*\s*$"  # WORKING_DIR=${WORKING_DIR:-"${PWD}"}
-    r"|set\s+-[a-z]+\s*$|ulimit\s|unset\s"
+    r"|[A-Za-z_]\w*=(?:\S*|[\"'].*|\$[({].*)\s*$"  # WORKING_DIR=${WORKING_DIR:-"${PWD}"}, model_path=/data/Qwen3
+    r"|set\s+[-+][a-z]+\b.*|ulimit\s|unset\s"
     r"|(?:nohup\s+)?(?:[A-Z_][A-Z0-9_]*=\S+\s+)*(?:python3?|torchrun|deepspeed|accelerate\s+launch|srun|ray\s+(?:job\s+submit|start|stop))\b.*"
     r"|[+~]?[A-Za-z_]\w*(?:\.[\w-]+)+=\S.*"  # a Hydra override: actor_rollout_ref.rollout.n=5
     r"|.*\s\\\s*$)"  # any line a shell continues: `--working-dir "$DIR" \`
