@@ -29,7 +29,7 @@ from kb.index.opener import LoadedIndex, open_index
 from kb.search.confidence import ConfidenceFeatures, Level, Model, ModelFileError, asks, load_model
 from kb.search.evidence import Evidence
 from kb.search.near_miss import near_miss
-from kb.search.question import Choice, question_text
+from kb.search.question import MIN_CHOICE_SCORE, Choice, question_text
 from kb.search.question import choices as question_choices
 from kb.search.rerank import (
     CANDIDATES,
@@ -477,7 +477,7 @@ class Engine:
         abstained = abstained or asked
         nearest = results[:3] if abstained else []
         ask = abstained and not stack.foreign and not signals.error_lines
-        options = question_choices([self.docs[self._position[r.id]] for r in nearest]) if ask else []
+        options = question_choices([self.docs[self._position[r.id]] for r in nearest if r.score >= MIN_CHOICE_SCORE]) if ask else []
         question = question_text(options) if ask else ""
         # --- end calibration
         # one entry per line: views show them as lines (a joined block showed its newlines escaped)

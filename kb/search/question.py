@@ -22,6 +22,9 @@ GENERIC_QUESTION = ("Which stage fails: rollout (generation), training (actor/cr
                     "(save/load)? And which engine: vLLM, SGLang, or HF? Paste the error lines if there are any.")
 MIN_MESSAGE_CHARS = 20  # shorter signatures are fragments ("OOM", a key name) that say little on their own
 MAX_SHOWN_CHARS = 110
+# a nearest entry scored below this shares next to nothing with the paste (the fused score of unrelated text
+# is ~0.1 without the dense scorer): offering it as a choice would be noise, so the generic question stays
+MIN_CHOICE_SCORE = 0.2
 
 
 @dataclass(frozen=True)
