@@ -327,3 +327,27 @@ def test_ctrl_r_after_a_real_paste_saves_a_redacted_private_copy(terminal) -> No
     text = saved[0].read_text(encoding="utf-8")
     assert token not in text and "nil pointer dereference" in text
     assert stat.S_IMODE(saved[0].stat().st_mode) == 0o600
+
+
+def test_a_vague_description_gets_a_question_that_names_the_nearest_entries(shared_index_dir) -> None:
+    """With the dense scorer (the app's normal state), a description nothing separates is answered with the
+    question that tells the nearest entries apart, one line per entry, as a terminal shows it."""
+    term = Terminal(160, 45, shared_index_dir, dense=True, env={"COLUMNS": "160", "LINES": "45"})
+    try:
+        term.wait_for(lambda s: "Paste an error" in s and re.search(r"\d+ cases", s) is not None, "the app's first screen", timeout=120)
+        term.wait_for(lambda s: "dense" in s, "the dense scorer ready", timeout=120)
+        term.send("GRPO training behaves strangely on my cluster")
+        term.send("\r")
+        term.wait_for(lambda s: "Which of these is closest to what your run shows?" in s, "the question", timeout=120)
+        term.pump(0.5)
+        # the card's lines without its frame, joined: a narrow terminal wraps them
+        card = " ".join(line.strip(" │╭╮╰╯─") for line in term.text().splitlines())
+        card = re.sub(r"\s+", " ", card)
+        listed = re.search(r"nearest, not a match: (.+?) Which of these is closest", card)
+        assert listed is not None, card
+        ids = [i.strip() for i in listed.group(1).split(",")]
+        asked = card.split("Which of these is closest to what your run shows?", 1)[1]
+        named = [i for i in ids if re.search(rf": {re.escape(i)}\b", asked)]
+        assert len(named) >= 2, (ids, asked)  # one choice per nearest entry, each ending in its id
+    finally:
+        term.close()
