@@ -28,6 +28,7 @@ import bisect
 import re
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from kb.cases.names import REGEX_PREFIX
 from kb.index.documents import CaseDoc
@@ -93,6 +94,17 @@ class _Compiled:
     specificity: float
     required: str = ""  # casefolded literal the regex cannot match without
     compiled: object | None = None
+    spans_lines: bool = False  # the pattern reaches past a line's end ([\s\S], \n): matched on the joined lines
+
+
+# A pattern written to cross a line break: a traceback's frame and its exception line, a message the driver wraps.
+# Matched one line at a time it could never match (two cases' only signatures were such patterns).
+_SPANS_LINES_RE = re.compile(r"\[\\s\\S\]|\[\\S\\s\]|(?<!\\)\\n|\(\?[a-z]*s[a-z]*\)")
+
+
+def spans_lines(pattern: str) -> bool:
+    """Whether a regex signature is written to match across a line break."""
+    return bool(_SPANS_LINES_RE.search(pattern))
 
 
 def _specificity(sig_text: str) -> float:
@@ -122,7 +134,8 @@ class SignatureMatcher:
                     # the required literal is read at index time (doc["regex_required"]): parsing 300 patterns costs a cold query 0.1 s
                     known = doc.get("regex_required", {})
                     required = known[sig] if sig in known else required_literal(pattern)
-                    self.compiled.append(_Compiled(doc["id"], sig, None, pattern, _specificity(pattern) + 0.05, required))
+                    self.compiled.append(_Compiled(doc["id"], sig, None, pattern, _specificity(pattern) + 0.05, required,
+                                                   spans_lines=spans_lines(pattern)))
                 else:
                     lit = canon(sig)
                     if len(lit) >= 6:
@@ -221,6 +234,8 @@ class SignatureMatcher:
                 comp.regex = None
                 return None
         deadline = time.monotonic() + REGEX_TIMEOUT_S * 4  # for the whole paste, not per line
+        if comp.spans_lines:
+            return SignatureMatcher._search_joined(comp, rx, lines, timeouts)
         for raw in lines:
             if comp.required and comp.required not in raw.casefold():
                 continue
@@ -238,6 +253,24 @@ class SignatureMatcher:
                 return None
         return None
 
+
+    @staticmethod
+    def _search_joined(comp: _Compiled, rx: Any, lines: list[str], timeouts: list[str] | None) -> str | None:
+        """A pattern that crosses line breaks, searched once over the lines joined; the line where the match ends
+        is the one shown."""
+        joined = "\n".join(lines)
+        if comp.required and comp.required not in joined.casefold():
+            return None
+        try:
+            found = rx.search(joined, timeout=REGEX_TIMEOUT_S * 4) if HAVE_TIMEOUT else rx.search(joined)
+        except TimeoutError:
+            if timeouts is not None:
+                timeouts.append(comp.raw)
+            return None
+        if not found:
+            return None
+        end = max(found.start(), found.end() - 1)
+        return lines[joined.count("\n", 0, end)]
 
 def _inner_words(lit: str) -> list[str]:
     """Words of a canonical literal with a non-word character on both sides inside it."""
