@@ -53,7 +53,8 @@ def test_an_entry_whose_range_excludes_the_paste_goes_down_and_says_why() -> Non
     ev = Evidence.version("excluded", "verl", "0.9.0", excluded.text, ranked_down=True)
     assert ev.kind is Kind.VERSION and ev.to_json()["verdict"] == "excluded"
     assert ev.text == "version, ranked down: fixed in verl 0.6.1; this paste is from verl 0.9.0"
-    assert set(ev.to_json()) == {"kind", "text", "line", "package", "pasted_version", "verdict"}
+    assert set(ev.to_json()) == {"kind", "text", "line", "package", "pasted_version", "verdict", "version_from"}
+    assert ev.to_json()["version_from"] == "paste"
     # even with a fitted weight of zero, the excluded entry goes below every entry whose range does not
     # exclude the paste (a rule: the fit has almost no rows to learn that weight from)
     fused3, cands3 = _cands([False, False, False], versions=[excluded, UNKNOWN, UNKNOWN])
