@@ -102,7 +102,7 @@ def test_build_reports_names_a_row_without_cause_label() -> None:
 
 def test_eval_cause_block(shared_index_dir: Path, tmp_path: Path) -> None:
     """Coverage on cause-known rows; on cause-unknown rows, served = the named family entry first or a decline
-    with a question, and the "high" answers they got are listed."""
+    with a question that tells candidates apart (two or more choices), and the "high" answers they got are listed."""
     q = tmp_path / "q.jsonl"
     rows = [
         {"id": "known", "query": "ModuleNotFoundError: No module named 'verl'", "expected": ["verl-module-not-found"], "cause_known": True},
@@ -120,6 +120,7 @@ def test_eval_cause_block(shared_index_dir: Path, tmp_path: Path) -> None:
     assert cause["known"] == {"rows": 2, "covered": 1, "coverage": 0.5, "right_at_1": 1, "recall@1": 1.0}
     u = cause["unknown"]
     assert u["rows"] == 2 and u["served"] == 2 and u["family_first"] == 1 and u["declined_with_question"] == 1
+    assert u["declined_with_generic_question"] == 0
     assert u["high"] == len(u["high_ids"]) and u["not_served_ids"] == []
     text = subprocess.run([sys.executable, "-m", "kb.cli", "eval", str(q), "--index-dir", str(shared_index_dir)],
                           capture_output=True, text=True).stdout

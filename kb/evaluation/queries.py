@@ -15,8 +15,10 @@ level is right and how many no-case queries kb declined.
 cause. The `cause` block measures coverage on cause-known in-scope rows, and on
 cause-unknown ones whether kb served them: its first answer is a family entry
 the row names (one whose Causes list several candidates and which has a check
-or a Verify section to tell them apart), or it declined with a question; and
-how many got a "high" answer, which they never should.
+or a Verify section to tell them apart), or it declined with a question that
+tells candidates apart (two or more choices, kb.search.question; the generic
+stage / engine question alone does not count); and how many got a "high"
+answer, which they never should.
 """
 
 from __future__ import annotations
@@ -118,6 +120,7 @@ def _cause_block(queries: list[EvalQuery], answers: list[Answer], known: set[str
     right1 = sum(1 for q, a in covered if a.results and a.results[0].id in q.expected)
     family_first: list[str] = []
     asked: list[str] = []
+    generic = 0  # declined with only the generic stage / engine question: nothing near enough to offer as choices
     silent = 0  # declined without a question (the paste had error lines)
     not_served: list[str] = []
     high: list[str] = []
@@ -127,8 +130,11 @@ def _cause_block(queries: list[EvalQuery], answers: list[Answer], known: set[str
         if top is not None and top.confidence == "high":
             high.append(q.id)
         if top is None:
-            (asked if a.question else not_served).append(q.id)
+            # served by a question only when it tells candidates apart (kb.search.question: two or more choices)
+            telling = bool(a.question) and len(a.choices) >= 2
+            (asked if telling else not_served).append(q.id)
             silent += not a.question
+            generic += bool(a.question) and not telling
         elif top.id in families and top.id in q.expected:
             family_first.append(q.id)
         else:
@@ -143,7 +149,7 @@ def _cause_block(queries: list[EvalQuery], answers: list[Answer], known: set[str
                   "right_at_1": right1, "recall@1": _share(right1, len(covered))},
         "unknown": {"rows": len(unk), "served": served, "served_share": _share(served, len(unk)),
                     "family_first": len(family_first), "declined_with_question": len(asked),
-                    "declined_without_question": silent,
+                    "declined_without_question": silent, "declined_with_generic_question": generic,
                     "family_first_not_named": unjudged, "high": len(high), "high_ids": high,
                     "not_served_ids": not_served},
         "family_entries": len(families),
@@ -260,7 +266,9 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(f"cause known: {k['covered']}/{k['rows']} in-scope rows covered ({k['coverage']:.2f}), "
                      f"right first {k['right_at_1']}/{k['covered']} (R@1 {k['recall@1']:.3f})")
         lines.append(f"cause unknown: {u['served']}/{u['rows']} served ({u['served_share']:.2f}: {u['family_first']} named family entry first, "
-                     f"{u['declined_with_question']} declined with a question); {u['family_first_not_named']} got a family entry the row "
+                     f"{u['declined_with_question']} declined with a question that tells candidates apart"
+                     + (f", {u['declined_with_generic_question']} more with the generic question only" if u.get("declined_with_generic_question") else "")
+                     + f"); {u['family_first_not_named']} got a family entry the row "
                      f"does not name; high {u['high']}" + (f" ({', '.join(u['high_ids'])})" if u["high_ids"] else ""))
         if cause["unlabelled_in_scope"]:
             lines.append(f"  {cause['unlabelled_in_scope']} in-scope rows carry no cause_known label")
