@@ -40,6 +40,9 @@ def _top_parser(cls: type[argparse.ArgumentParser] = argparse.ArgumentParser) ->
     add_index_options(app)
     app.add_argument("--python", default=None, help="the Python that runs python checks (default: KB_PYTHON, else python3 on PATH)")
     app.add_argument("--no-dense", action="store_true", help="do not load the embedding model (signature and keyword search only)")
+    app.add_argument("--installed", action="store_true",
+                     help="pastes come from this machine: the training environment's package versions (read with --python) "
+                          "date the answers where a paste names none")
     return parser
 
 

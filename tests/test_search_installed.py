@@ -74,3 +74,16 @@ def test_python_without_installed_is_a_usage_error(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-m", "kb.cli", "search", "x", "--python", sys.executable],
                          capture_output=True, text=True, timeout=120)
     assert res.returncode == 2 and "--python goes with --installed" in res.stderr
+
+
+def test_read_installed_names_the_python_and_what_it_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the app's and `kb search`'s --installed read: the target Python's metadata, typed, with a note."""
+    from kb.checks.installed_versions import read_installed
+
+    python, site = _fake_env(tmp_path, "0.7.1")
+    monkeypatch.setenv("PYTHONPATH", site)
+    versions, note = read_installed(python)
+    assert versions == {"verl": (0, 7, 1)}
+    assert note == f"--installed: versions of {python} (--python) read where the paste names none: verl 0.7.1"
+    versions, note = read_installed(str(tmp_path / "no-such-python"))
+    assert versions == {} and "could not read the versions" in note and "only the paste's versions are read" in note

@@ -77,6 +77,7 @@ class KbApp(App[int]):
         dense: bool = True,
         python: str | None = None,
         cursor_blink: bool = True,
+        installed: bool = False,
     ) -> None:
         """`engine` and `caseset` let tests share one opened index; `cursor_blink=False` freezes snapshots."""
         super().__init__()
@@ -88,6 +89,9 @@ class KbApp(App[int]):
         self.use_dense = dense
         self.python = python
         self.cursor_blink = cursor_blink
+        # `--installed`: the training environment's package versions date the answers where a paste names none
+        self.installed = installed
+        self.installed_note = ""
         self.engine_error = ""
         self._engine_event = threading.Event()
         self._status: dict[str, str] = {"index": "opening the index…", "dense": ""}
@@ -198,6 +202,10 @@ class KbApp(App[int]):
                 self.case_dirs or None, index_dir=self.index_dir, model_dir=self.model_dir, dense=self.use_dense
             )
             caseset = self.caseset or load_cases(self.case_dirs or None)
+            if self.installed:
+                from kb.checks.installed_versions import read_installed
+
+                engine.installed_versions, self.installed_note = read_installed(self.python)
         except Exception as exc:
             self.post_message(EngineFailed(f"{type(exc).__name__}: {exc}"))
             return
@@ -212,6 +220,8 @@ class KbApp(App[int]):
         n = len(event.engine.docs)
         skipped = len(event.caseset.errors)
         self.set_status("index", f"{n} cases" + (f" ({skipped} skipped: run kb check)" if skipped else ""))
+        if self.installed_note:
+            self.chat.add_note(self.installed_note)
         if event.engine.dense_ready:
             self.set_status("dense", "signature + keywords + dense")
         elif self.use_dense and event.engine.index.dense_available:
@@ -446,7 +456,8 @@ def run_app(args: argparse.Namespace) -> int:
     exit would first wait for worker threads (an index still opening, the
     dense model loading) and tear down numpy and the rest: over a second.
     """
-    app = KbApp(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, python=args.python, dense=not args.no_dense)
+    app = KbApp(args.cases, index_dir=args.index_dir, model_dir=args.model_dir, python=args.python, dense=not args.no_dense,
+                installed=getattr(args, "installed", False))
     result = app.run()
     code = app.return_code or int(result or 0)
     if app.crash is not None:

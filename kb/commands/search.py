@@ -39,22 +39,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def use_installed(engine: Engine, python: str | None) -> str:
-    """The training environment's package versions into the engine (read by that Python without importing
-    the packages, kb.checks.envreport); the note that says which were read, or why none were."""
-    from kb.checks.envreport import target_versions
-    from kb.checks.needs import target_python
+    """The training environment's package versions into the engine (kb.checks.installed_versions); its note."""
+    from kb.checks.installed_versions import read_installed
     from kb.commands.run import check_python
-    from kb.search.versions import installed_versions, show
 
     check_python(python)
-    tp = target_python(python)
-    report = target_versions(tp.path)
-    packages = report.get("packages")
-    if not isinstance(packages, dict):
-        return f"--installed: could not read the versions of {tp.path} ({packages}); only the paste's versions are read"
-    engine.installed_versions = installed_versions(packages)
-    found = ", ".join(f"{name} {show(v)}" for name, v in sorted(engine.installed_versions.items())) or "none of the packages kb dates"
-    return f"--installed: versions of {tp.path} ({tp.source}) read where the paste names none: {found}"
+    engine.installed_versions, note = read_installed(python)
+    return note
 
 
 def run(args: argparse.Namespace) -> int:
