@@ -1,6 +1,6 @@
 """Regenerate the calibration figures of docs/search.md section 6 and its reliability diagrams.
 
-Run after `kb eval --fit ...` (which writes kb/confidence.json):
+Run after `kb eval --fit ...` (which writes kb/search/confidence.json):
 
     python benchmarks/calibration_figures.py ../shared/eval/dev.jsonl eval/reports.jsonl
 
@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         sys.exit("usage: python benchmarks/calibration_figures.py DEV.jsonl REPORTS.jsonl")
     dev, reports = argv
-    m = json.loads((ROOT / "kb" / "confidence.json").read_text(encoding="utf-8"))
+    m = json.loads((ROOT / "kb" / "search" / "confidence.json").read_text(encoding="utf-8"))
     a, _ = _eval(dev, ROOT / "docs" / "reliability-dev.svg", "dev queries")
     n = sum(1 for line in Path(reports).read_text(encoding="utf-8").splitlines() if line.strip())
     b, cal = _eval(reports, ROOT / "docs" / "reliability-reports.svg", f"report sample ({n} rows)")
