@@ -40,3 +40,21 @@ def test_long_lines_are_shortened_and_the_json_names_every_field() -> None:
     (c,) = choices([_doc("long", [long], [long])])
     assert len(c.symptom) <= 110 and c.symptom.endswith("...")
     assert Choice("a", "s", "m").to_json() == {"id": "a", "symptom": "s", "message": "m"}
+
+
+def test_a_choice_quoting_a_hostile_case_file_is_shown_with_its_escape_codes_visible() -> None:
+    """The choices quote case files (a team folder may be anyone's): `kb search` prints the question through
+    the safe-text filter, so a symptom carrying ESC sequences cannot clear or retitle the user's terminal."""
+    import io
+    from types import SimpleNamespace
+
+    from kb.commands.search import print_decline
+
+    hostile = _doc("evil", ["training hangs \x1b[2J\x1b]0;owned\x07 after rollout"], [])
+    text = question_text(choices([hostile, _doc("other", ["loss is nan"], [])]))
+    assert "\x1b" in text  # the typed value keeps the case's text as written ...
+    out = io.StringIO()
+    print_decline(SimpleNamespace(stack=None, nearest=[], question=text), out)
+    shown = out.getvalue()
+    assert "\x1b" not in shown and "\x07" not in shown  # ... the view makes it visible, not live
+    assert "\\x1b[2J" in shown and "Which of these is closest" in shown and "loss is nan" in shown

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from kb.commands.common import add_index_options, read_log_arg, read_query
 from kb.core.errors import EXIT_NEGATIVE, EXIT_OK, UsageError
-from kb.core.safe_text import dumps, visible
+from kb.core.safe_text import dumps, visible, visible_block
 
 if TYPE_CHECKING:
     from kb.search.engine import Engine
@@ -152,7 +152,8 @@ def print_decline(answer, out) -> None:  # type: ignore[no-untyped-def]
             out.write(visible(f"  - {r.id} ({r.score:.2f}): {r.title[:90]}") + "\n")
     question = getattr(answer, "question", "")
     if question:
-        out.write(f"{question}\n")
+        # its choices quote case files (symptoms, signatures), which may come from another team's folder
+        out.write(f"{visible_block(question)}\n")
     if stack is None or not stack.foreign:
         out.write("If this is a new failure, start a case from the log: `kb new --from-log LOG`.\n")
 # --- end calibration

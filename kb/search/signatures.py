@@ -233,9 +233,9 @@ class SignatureMatcher:
             except Exception:
                 comp.regex = None
                 return None
-        deadline = time.monotonic() + REGEX_TIMEOUT_S * 4  # for the whole paste, not per line
         if comp.spans_lines:
             return SignatureMatcher._search_joined(comp, rx, lines, timeouts)
+        deadline = time.monotonic() + REGEX_TIMEOUT_S * 4  # for the whole paste, not per line
         for raw in lines:
             if comp.required and comp.required not in raw.casefold():
                 continue
@@ -252,7 +252,6 @@ class SignatureMatcher:
                     timeouts.append(comp.raw)
                 return None
         return None
-
 
     @staticmethod
     def _search_joined(comp: _Compiled, rx: Any, lines: list[str], timeouts: list[str] | None) -> str | None:
@@ -271,6 +270,7 @@ class SignatureMatcher:
             return None
         end = max(found.start(), found.end() - 1)
         return lines[joined.count("\n", 0, end)]
+
 
 def _inner_words(lit: str) -> list[str]:
     """Words of a canonical literal with a non-word character on both sides inside it."""

@@ -14,7 +14,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Static
 
-from kb.core.safe_text import visible
+from kb.core.safe_text import visible, visible_block
 
 if TYPE_CHECKING:  # numpy and the engine load after the first paint
     from kb.checks.runner import CheckResult
@@ -70,11 +70,12 @@ class AnswerView(Vertical):
         if answer.abstained or not answer.results:
             msg = Text("No known case matches this.", style="bold")
             if answer.stack is not None and answer.stack.foreign:
-                msg.append(f"\nThis looks like {answer.stack.label} output, not verl's stack (saw: {answer.stack.evidence[:100]}).", style="")
+                msg.append(f"\nThis looks like {answer.stack.label} output, not verl's stack (saw: {visible(answer.stack.evidence[:100])}).", style="")
             if answer.nearest:
                 msg.append("\nnearest, not a match: " + ", ".join(r.id for r in answer.nearest), style="dim")
             if answer.question:
-                msg.append("\n" + answer.question, style="italic")
+                # its choices quote case files (symptoms, signatures), which may come from another team's folder
+                msg.append("\n" + visible_block(answer.question), style="italic")
             msg.append("\nPress ctrl+r to start a new case from this paste, or add detail and send again.", style="")
             widgets.append(Static(msg, classes="abstain"))
         else:
