@@ -113,7 +113,7 @@ class Range:
                 return False
         return True
 
-    def why_not(self, v: Version, where: str = "this paste is from") -> str:
+    def why_not(self, v: Version, where: str = PASTE_WHERE) -> str:
         """The sentence a reader sees when the pasted (or installed) version is outside the range."""
         if self.low is not None and v < self.low:
             return f"needs {self.package} >= {show(self.low)}; {where} {self.package} {show(v)}"

@@ -83,6 +83,11 @@ KEYWORD_RE = re.compile(
 MIDDLE_RE = re.compile(r"^.*(?:Error|Exception|WARN|Traceback|Killed|FAILED|error:|fatal).*$", re.M)
 
 
+# what a pasted report carries besides its author's words and its errors (kb.text.report_template): an
+# environment dump and a launch script, read as context and never as error lines
+PASTED_CONTEXT = frozenset({"environment", "script"})
+
+
 @dataclass
 class SignalLine:
     text: str  # cleaned line
@@ -92,7 +97,7 @@ class SignalLine:
 
     @property
     def is_error(self) -> bool:
-        return bool(self.kinds - {"frame", "context", "environment", "script"})
+        return bool(self.kinds - {"frame", "context"} - PASTED_CONTEXT)
 
 
 @dataclass
@@ -109,7 +114,7 @@ class Signals:
     def _described(self) -> list[SignalLine]:
         """Without error lines, what the author wrote: every line but an environment dump's or a launch script's
         (when there is more)."""
-        own = [l for l in self.lines if not l.kinds & {"environment", "script"}]
+        own = [l for l in self.lines if not l.kinds & PASTED_CONTEXT]
         return own if own else self.lines
 
     @property
@@ -259,7 +264,7 @@ def _classify(lines: list[SignalLine]) -> None:
     in_traceback = False
     for i, line in enumerate(lines):
         text = line.text.strip()
-        if not text or line.kinds & {"environment", "script"}:
+        if not text or line.kinds & PASTED_CONTEXT:
             # an environment dump's "Key : value" lines are not errors ("No verl installed: ..."), nor a
             # launch script's override lines (data.truncation='error')
             continue
